@@ -1,0 +1,12 @@
+"""Rule sets: the schema (load, save, query), TASO's `.pb` reader, and the
+shipped, verified rule sets (the JSON files beside this module)."""
+
+from pathlib import Path
+
+from .rule import PNode, Rule, RuleSet, instantiate, load, save
+from .taso_pb import read_taso_pb
+
+SHIPPED = Path(__file__).parent
+
+__all__ = ["SHIPPED", "PNode", "Rule", "RuleSet", "instantiate", "load", "read_taso_pb",
+           "save"]

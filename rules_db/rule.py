@@ -1,0 +1,225 @@
+"""Rewrite rules and rule sets: plain data, saved as versioned JSON.
+
+A rule has a source and a target pattern over shared variables. A pattern is a
+list of nodes; a node's inputs are references: a variable name ("x1") or an
+earlier node of the same side ([node index, output index]). `outputs` maps
+source tensors to the target tensors that replace them.
+
+Attribute values in patterns are either concrete, or symbolic:
+  "?name"                  an attribute variable, bound where the source matches
+                           and reused on the target side;
+  {"dim": [ref, axis]}     the size of a tensor's dimension on the same side
+                           (ref as in inputs), e.g. split sizes after a concat;
+  "same" / "valid"         padding modes, resolved by the operator (conv, pool).
+Variables carry constraints: "rank" (int or null) and "weight" (true: must be
+weight-only, i.e. computable before the model runs).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+
+FORMAT = "taso-rules"
+VERSION = 1
+
+Ref = Union[str, tuple[int, int]]  # variable name, or (node index, output index)
+
+
+@dataclass
+class PNode:
+    op: str
+    inputs: list[Ref]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "inputs": [_ref_json(r) for r in self.inputs],
+                "attrs": _attrs_json(self.attrs)}
+
+    @staticmethod
+    def from_json(d: dict) -> PNode:
+        return PNode(d["op"], [_ref(r) for r in d["inputs"]], _attrs_load(d.get("attrs", {})))
+
+
+@dataclass
+class Rule:
+    id: str
+    src: list[PNode]
+    dst: list[PNode]
+    outputs: list[tuple[Ref, Ref]]
+    vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    verification: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str | None:
+        return self.verification.get("status")
+
+    def variables(self) -> list[str]:
+        """Variables in order of first use (source side first)."""
+        seen: list[str] = []
+        for n in self.src + self.dst:
+            for r in n.inputs:
+                if isinstance(r, str) and r not in seen:
+                    seen.append(r)
+        return seen
+
+    def reversed(self) -> Rule:
+        return Rule(self.id + "-rev", self.dst, self.src, [(d, s) for s, d in self.outputs],
+                    self.vars, self.provenance, {})
+
+    def to_json(self) -> dict:
+        return {"id": self.id,
+                "vars": {v: self.vars.get(v, {}) for v in self.variables()},
+                "src": [n.to_json() for n in self.src],
+                "dst": [n.to_json() for n in self.dst],
+                "outputs": [[_ref_json(s), _ref_json(d)] for s, d in self.outputs],
+                "provenance": self.provenance,
+                "verification": self.verification}
+
+    @staticmethod
+    def from_json(d: dict) -> Rule:
+        return Rule(d["id"], [PNode.from_json(n) for n in d["src"]],
+                    [PNode.from_json(n) for n in d["dst"]],
+                    [(_ref(s), _ref(t)) for s, t in d["outputs"]],
+                    {k: dict(v) for k, v in d.get("vars", {}).items()},
+                    dict(d.get("provenance", {})), dict(d.get("verification", {})))
+
+    def __str__(self) -> str:
+        return f"{self.id}: {side_str(self.src)}  =>  {side_str(self.dst)}"
+
+
+@dataclass
+class RuleSet:
+    rules: list[Rule]
+    name: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __iter__(self):
+        return iter(self.rules)
+
+    def by_id(self, rid: str) -> Rule:
+        for r in self.rules:
+            if r.id == rid:
+                return r
+        raise KeyError(rid)
+
+    def proved(self) -> RuleSet:
+        return RuleSet([r for r in self.rules if r.status == "proved"], self.name,
+                       self.provenance)
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "version": VERSION, "name": self.name,
+                "provenance": self.provenance, "rules": [r.to_json() for r in self.rules]}
+
+    def save(self, path: str | Path) -> None:
+        """Write deterministic, human-readable JSON (one rule per block)."""
+        Path(path).write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n")
+
+    @staticmethod
+    def from_json(d: dict) -> RuleSet:
+        if d.get("format") != FORMAT:
+            raise ValueError(f"not a taso rule set (format {d.get('format')!r})")
+        if d.get("version", 0) > VERSION:
+            raise ValueError(f"rule set version {d['version']} is newer than {VERSION}")
+        return RuleSet([Rule.from_json(r) for r in d["rules"]], d.get("name", ""),
+                       d.get("provenance", {}))
+
+
+def load(path: str | Path) -> RuleSet:
+    """Load a rule set: taso JSON, or TASO's protobuf `.pb` file."""
+    path = Path(path)
+    if path.suffix == ".pb":
+        from .taso_pb import read_taso_pb
+        return read_taso_pb(path)
+    return RuleSet.from_json(json.loads(path.read_text()))
+
+
+def save(rules: RuleSet, path: str | Path) -> None:
+    rules.save(path)
+
+
+# ---- instantiation ----------------------------------------------------------------
+def instantiate(rule: Rule, side: str, shapes: dict[str, tuple[int, ...]],
+                attr_values: dict[str, Any] | None = None, graph=None, sources=None):
+    """Build one side of `rule` as a concrete `taso.Graph` over variables of the
+    given shapes. Variables become graph inputs named after them (or the tensors
+    in `sources`, for grafting into an existing `graph`). Attribute variables take
+    `attr_values`. Returns (graph, {ref: Tensor}) with the mapped outputs marked in
+    order."""
+    from taso.ir import Graph
+
+    g = graph if graph is not None else Graph()
+    env: dict[Any, Any] = dict(sources or {})
+    for v in rule.variables():
+        if v not in env:
+            env[v] = g.new_input(shapes[v], name=v)
+    nodes = rule.src if side == "src" else rule.dst
+    for i, n in enumerate(nodes):
+        ins = [env[r] for r in n.inputs]
+        attrs = {k: _concrete(v, env, attr_values or {}) for k, v in n.attrs.items()}
+        outs = g.add_node(n.op, ins, **attrs)
+        for k, t in enumerate(outs):
+            env[(i, k)] = t
+    for s, d in rule.outputs:
+        g.mark_output(env[s if side == "src" else d])
+    return g, env
+
+
+def _concrete(v: Any, env: dict, attr_values: dict) -> Any:
+    if isinstance(v, str) and v.startswith("?"):
+        return attr_values[v[1:]]
+    if isinstance(v, dict) and "dim" in v:
+        ref, axis = v["dim"]
+        return env[_ref(ref)].shape[axis]
+    if isinstance(v, (list, tuple)):
+        return tuple(_concrete(u, env, attr_values) for u in v)
+    return v
+
+
+# ---- JSON helpers ------------------------------------------------------------------
+def _ref(r: Any) -> Ref:
+    return r if isinstance(r, str) else (int(r[0]), int(r[1]))
+
+
+def _ref_json(r: Ref) -> Any:
+    return r if isinstance(r, str) else [r[0], r[1]]
+
+
+def _attrs_json(a: dict) -> dict:
+    def conv(v):
+        if isinstance(v, dict) and "dim" in v:
+            return {"dim": [_ref_json(_ref(v["dim"][0])), v["dim"][1]]}
+        if isinstance(v, (list, tuple)):
+            return [conv(u) for u in v]
+        if isinstance(v, np.generic):
+            return v.item()
+        return v
+    return {k: conv(v) for k, v in a.items()}
+
+
+def _attrs_load(a: dict) -> dict:
+    def conv(v):
+        if isinstance(v, dict) and "dim" in v:
+            return {"dim": (_ref(v["dim"][0]), int(v["dim"][1]))}
+        if isinstance(v, list):
+            return tuple(conv(u) for u in v)
+        return v
+    return {k: conv(v) for k, v in a.items()}
+
+
+def side_str(nodes: list[PNode]) -> str:
+    def r(x):
+        return x if isinstance(x, str) else f"t{x[0]}" + (f".{x[1]}" if x[1] else "")
+    parts = []
+    for i, n in enumerate(nodes):
+        attrs = ",".join(f"{k}={v}" for k, v in n.attrs.items())
+        parts.append(f"t{i}={n.op}({', '.join(map(r, n.inputs))}{'; ' + attrs if attrs else ''})")
+    return "; ".join(parts)

@@ -1,0 +1,155 @@
+"""Reader for TASO's published substitution file (`graph_subst.pb`), decoded by
+hand from the protobuf wire format into taso rules.
+
+Wire format (proto2): RuleCollection{rule=1}; Rule{srcOp=1, dstOp=2,
+mappedOutput=3}; Operator{type=1, input=2, para=3}; Tensor{opId=1, tsId=2};
+Parameter{key=1, value=2}; MapOutput{srcOpId=1, dstOpId=2, srcTsId=3, dstTsId=4}.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .rule import PNode, Rule, RuleSet
+
+# TASO's operator type and parameter enumerations (the ones its rules use).
+_OP = {3: "conv2d", 6: "maxpool2d", 7: "avgpool2d", 8: "relu", 9: "sigmoid", 10: "tanh",
+       12: "concat", 13: "split", 15: "transpose", 16: "ewadd", 17: "ewmul", 18: "matmul",
+       19: "scalar_mul", 20: "enlarge", 22: "const_imm", 23: "const_iconv", 24: "const_one",
+       25: "const_pool"}
+_KEY = {3: "group", 4: "kernel_h", 5: "kernel_w", 6: "stride_h", 7: "stride_w", 8: "pad",
+        9: "acti", 10: "numdim", 11: "axis", 12: "perm", 2: "num_outputs", 1: "num_inputs"}
+_ACTI = {0: "none", 1: "sigmoid", 2: "relu", 3: "tanh"}
+_PAD = {0: "same", 1: "valid"}
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    r = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        r |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            break
+    return r, i
+
+
+def _fields(b: bytes) -> list[tuple[int, int | bytes]]:
+    """Decode one message into (field number, value) pairs (varints as signed
+    64-bit, length-delimited as bytes)."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(b, i)
+            out.append((num, v - (1 << 64) if v >= 1 << 63 else v))
+        elif wire == 2:
+            n, i = _varint(b, i)
+            out.append((num, b[i:i + n]))
+            i += n
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+    return out
+
+
+def _get(fields, num: int, default=None):
+    for f, v in fields:
+        if f == num:
+            return v
+    return default
+
+
+def _operator(b: bytes) -> tuple[int, list[tuple[int, int]], dict[str, int]]:
+    f = _fields(b)
+    ins = []
+    for n, v in f:
+        if n == 2:
+            t = _fields(v)
+            ins.append((_get(t, 1, 0), _get(t, 2, 0)))
+    params = {}
+    for n, v in f:
+        if n == 3:
+            p = _fields(v)
+            params[_KEY.get(_get(p, 1), str(_get(p, 1)))] = _get(p, 2, 0)
+    return _get(f, 1), ins, params
+
+
+def _side(ops: list[bytes], rank: dict[str, int]) -> list[PNode]:
+    nodes: list[PNode] = []
+    for b in ops:
+        t, ins, p = _operator(b)
+        if t not in _OP:
+            raise ValueError(f"TASO operator type {t} has no taso equivalent")
+        op = _OP[t]
+        refs = [f"x{-o}" if o < 0 else (o, s) for o, s in ins]
+        attrs: dict = {}
+        if op == "conv2d":
+            attrs = {"strides": (p.get("stride_h", 1), p.get("stride_w", 1)),
+                     "pads": _PAD[p.get("pad", 0)], "activation": _ACTI[p.get("acti", 0)]}
+            if p.get("group", 1) != 1:
+                attrs["groups"] = p["group"]
+            for r in refs:
+                _set_rank(rank, r, 4)
+        elif op == "matmul":
+            attrs = {"activation": _ACTI[p.get("acti", 0)]}
+            for r in refs:
+                _set_rank(rank, r, 2)
+        elif op == "concat":
+            attrs = {"axis": p["axis"]}
+            for r in refs:
+                _set_rank(rank, r, p.get("numdim"))
+        elif op == "split":
+            attrs = {"axis": p["axis"], "sizes": _split_sizes(nodes, refs[0], p["axis"])}
+        elif op in ("ewadd", "ewmul", "relu", "sigmoid", "tanh", "scalar_mul"):
+            pass
+        else:
+            raise ValueError(f"TASO operator {op} in a rule is not supported by the reader")
+        nodes.append(PNode(op, refs, attrs))
+    return nodes
+
+
+def _set_rank(rank: dict[str, int], r, n) -> None:
+    if isinstance(r, str) and n:
+        rank[r] = n
+
+
+def _split_sizes(nodes: list[PNode], ref, axis: int):
+    """TASO's split takes its sizes from the concat that made its input: follow the
+    input back to that concat, tracking which axis carries the split one, and
+    name the sizes of the concat's inputs."""
+    while not isinstance(ref, str):
+        n = nodes[ref[0]]
+        if n.op == "concat" and n.attrs["axis"] == axis:
+            return tuple({"dim": (r, axis)} for r in n.inputs)
+        if n.op in ("relu", "sigmoid", "tanh", "ewadd", "ewmul", "scalar_mul"):
+            ref = n.inputs[0]
+        elif n.op == "matmul":  # rows come from the left operand, columns from the right
+            ref = n.inputs[0] if axis == 0 else n.inputs[1]
+        elif n.op == "conv2d":  # batch from the input, channels from the kernel's axis 0
+            ref, axis = (n.inputs[0], 0) if axis == 0 else (n.inputs[1], 0)
+        else:
+            break
+    raise ValueError("split whose sizes cannot be traced to a concat")
+
+
+def read_taso_pb(path: str | Path) -> RuleSet:
+    """All rules of a TASO substitution file, ids `taso-000` ... in file order."""
+    data = Path(path).read_bytes()
+    rules = []
+    for idx, (num, rb) in enumerate((n, v) for n, v in _fields(data) if n == 1):
+        f = _fields(rb)
+        rank: dict[str, int] = {}
+        src = _side([v for n, v in f if n == 1], rank)
+        dst = _side([v for n, v in f if n == 2], rank)
+        outputs = []
+        for n, v in f:
+            if n == 3:
+                m = _fields(v)
+                outputs.append(((_get(m, 1, 0), _get(m, 3, 0)), (_get(m, 2, 0), _get(m, 4, 0))))
+        rule = Rule(f"taso-{idx:03d}", src, dst, outputs, provenance={"source": "TASO",
+                                                                       "index": idx})
+        rule.vars = {v: {"rank": rank.get(v)} for v in rule.variables()}
+        rules.append(rule)
+    return RuleSet(rules, name="taso-graph_subst", provenance={"file": Path(path).name})

@@ -1,0 +1,7 @@
+"""taso: a tensor-algebra superoptimizer for deep-learning models."""
+
+from .errors import ModelError, ShapeError
+from .ir import Graph, Node, Tensor, new_graph
+from .ops import OPS
+
+__all__ = ["OPS", "Graph", "ModelError", "Node", "ShapeError", "Tensor", "new_graph"]

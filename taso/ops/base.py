@@ -1,0 +1,253 @@
+"""The operator definition: one object per operator carries every part that reads it.
+
+An `Op` holds, side by side, an operator's signature (inputs, attributes and the
+values the generator enumerates), its shape rule, its float32 numpy reference,
+its fingerprint semantics (exact integers modulo `P`), its Z3 parameters, its
+ONNX export and its cost key. Operators register themselves in `OPS` by name;
+the generator, verifier, optimizer and ONNX exporter read only the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+Shape = tuple[int, ...]
+Attrs = tuple[tuple[str, Any], ...]
+
+# Fingerprint modulus: a prime below 2**21, so a product of two residues is
+# below 2**42 and a sum of up to 2**21 such products still fits in int64.
+P = 2097143
+
+OPS: dict[str, Op] = {}
+ONNX_IMPORTERS: dict[str, Callable[..., Any]] = {}
+
+ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
+
+
+class ShapeError(ValueError):
+    """An operator was applied to shapes or attributes it does not accept."""
+
+
+def freeze(value: Any) -> Any:
+    """Turn lists (recursively) into tuples and numpy scalars into Python ones, so
+    attribute values hash and compare by value."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def register(cls: type[Op]) -> type[Op]:
+    """Class decorator: instantiate the operator and add it to the registry."""
+    op = cls()
+    if op.name in OPS:
+        raise ValueError(f"operator {op.name!r} is defined twice")
+    OPS[op.name] = op
+    return cls
+
+
+def onnx_importer(*op_types: str) -> Callable:
+    """Decorator: register a function that turns ONNX nodes of these types into IR nodes.
+    It receives an import context (see taso.onnx_io.ImportContext) and returns the
+    node's output tensors."""
+
+    def deco(fn: Callable) -> Callable:
+        for t in op_types:
+            ONNX_IMPORTERS[t] = fn
+        return fn
+
+    return deco
+
+
+def get_op(name: str) -> Op:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"unknown operator {name!r}") from None
+
+
+class Op:
+    """Base class of an operator. Subclasses override what differs.
+
+    Conventions: `shape` and `ref`/`fp` receive the attribute dict first and then
+    one argument per input; they return one value (single-output operators) or a
+    list (one per output). Shapes are tuples of ints, NCHW for images, conv
+    kernels OIHW, pads in ONNX order (top, left, bottom, right).
+    """
+
+    name: str = ""
+    inputs: tuple[str, ...] = ()  # input names; a single "*name" means variadic
+    attrs: dict[str, Any] = {}  # attribute name -> default (None: required)
+    gen_attrs: tuple[dict[str, Any], ...] = ({},)  # what the generator enumerates
+    weight_only: bool = False  # a constant generator: no inputs, data from attrs
+    elementwise: bool = False  # a unary function applied to each element
+
+    # ---- signature -----------------------------------------------------------
+    @property
+    def variadic(self) -> bool:
+        return len(self.inputs) == 1 and self.inputs[0].startswith("*")
+
+    def make_attrs(self, **kw: Any) -> Attrs:
+        """Normalize keyword attributes into the canonical hashable tuple, in
+        declaration order with defaults filled in."""
+        unknown = set(kw) - set(self.attrs)
+        if unknown:
+            raise ShapeError(f"{self.name}: unknown attribute(s) {sorted(unknown)}")
+        out = []
+        for k, default in self.attrs.items():
+            v = kw.get(k, default)
+            if v is None and default is None and k not in kw:
+                raise ShapeError(f"{self.name}: attribute {k!r} is required")
+            out.append((k, freeze(v)))
+        return tuple(out)
+
+    def num_outputs(self, a: dict[str, Any]) -> int:
+        return 1
+
+    def check_arity(self, n: int) -> None:
+        if self.variadic:
+            if n < 1:
+                raise ShapeError(f"{self.name}: needs at least one input")
+        elif n != len(self.inputs):
+            raise ShapeError(f"{self.name}: takes {len(self.inputs)} input(s), got {n}")
+
+    # ---- semantics -----------------------------------------------------------
+    def shape(self, a: dict[str, Any], *shapes: Shape) -> Shape | list[Shape]:
+        raise NotImplementedError
+
+    def ref(self, a: dict[str, Any], *xs: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        raise NotImplementedError
+
+    def fp(self, a: dict[str, Any], *xs: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        """Fingerprint semantics over int64 residues modulo P."""
+        raise NotImplementedError(f"{self.name} has no fingerprint semantics")
+
+    def out_shapes(self, a: dict[str, Any], shapes: Sequence[Shape]) -> list[Shape]:
+        """Output shapes, or ShapeError naming the operator and the input shapes."""
+        self.check_arity(len(shapes))
+        try:
+            out = self.shape(a, *shapes)
+        except ShapeError as e:
+            raise ShapeError(f"{self.name}{_fmt_shapes(shapes)}: {e}") from None
+        out = [out] if _is_shape(out) else list(out)
+        return [tuple(int(d) for d in s) for s in out]
+
+    def run_ref(self, a: dict[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        out = self.ref(a, *xs)
+        return [out] if isinstance(out, np.ndarray) else list(out)
+
+    def run_fp(self, a: dict[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        out = self.fp(a, *xs)
+        return [out] if isinstance(out, np.ndarray) else list(out)
+
+    def resolve(self, a: dict[str, Any], shapes: Sequence[Shape]) -> dict[str, Any]:
+        """Turn symbolic attribute values (e.g. conv pads "same") into concrete ones."""
+        return a
+
+    # ---- lowering ------------------------------------------------------------
+    def onnx(self, a: dict[str, Any], em: Any, ins: list[str], outs: list[str],
+             shapes: list[Shape]) -> None:
+        """Emit ONNX nodes computing `outs` from `ins` through the emitter `em`
+        (em.node(op_type, inputs, outputs, **attrs), em.const(array, hint) -> name,
+        em.tmp(hint) -> name)."""
+        raise NotImplementedError(f"{self.name} has no ONNX export")
+
+    def z3_params(self, a: dict[str, Any]) -> tuple[int, ...]:
+        """The integer parameters of this operator's Z3 function symbols."""
+        return tuple(_ints(v) for v in a.values() for v in _flat(v))
+
+    def cost_key(self, a: dict[str, Any], shapes: Sequence[Shape]) -> tuple:
+        """What identifies one measurable instance of the operator."""
+        return (self.name, tuple(sorted(a.items())), tuple(tuple(s) for s in shapes))
+
+    # ---- builder -------------------------------------------------------------
+    def build(self, g: Any, *args: Any, **kw: Any) -> Any:
+        """Default builder: inputs positionally or by name, the rest attributes."""
+        if self.variadic:
+            name = self.inputs[0][1:]
+            ins = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) \
+                else list(args)
+            if name in kw:
+                ins = list(kw.pop(name))
+        else:
+            ins = list(args)
+            for n in self.inputs[len(args):]:
+                if n not in kw:
+                    raise ShapeError(f"{self.name}: missing input {n!r}")
+                ins.append(kw.pop(n))
+        outs = g.add_node(self.name, ins, **kw)
+        return outs[0] if len(outs) == 1 else outs
+
+class ConstantOp(Op):
+    """A weight-only generator: no inputs, its value a function of its attributes."""
+
+    inputs = ()
+    weight_only = True
+    attrs = {"shape": None}
+
+    def value(self, a: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+    def ref(self, a):
+        return self.value(a).astype(np.float32)
+
+    def fp(self, a):
+        return self.value(a).astype(np.int64)
+
+    def onnx(self, a, em, ins, outs, shapes):
+        em.node("Identity", [em.const(self.ref(a), self.name)], outs)
+
+
+def _is_shape(x: Any) -> bool:
+    return isinstance(x, tuple) and all(isinstance(d, (int, np.integer)) for d in x)
+
+
+def _fmt_shapes(shapes: Sequence[Shape]) -> str:
+    return "(" + ", ".join("x".join(map(str, s)) if s else "scalar" for s in shapes) + ")"
+
+
+def _flat(v: Any) -> list:
+    return [u for w in v for u in _flat(w)] if isinstance(v, tuple) else [v]
+
+
+_CODES = {s: i for i, s in enumerate(ACTIVATIONS)}
+
+
+def _ints(v: Any) -> int:
+    if isinstance(v, str):
+        return _CODES.get(v, sum(ord(c) for c in v))
+    if isinstance(v, float):
+        return int(round(v * 1000))
+    return int(v)
+
+
+# ---- modular arithmetic helpers ----------------------------------------------
+def mod(x: np.ndarray) -> np.ndarray:
+    return np.mod(x, P).astype(np.int64)
+
+
+def inv(n: int) -> int:
+    """The inverse of n modulo P."""
+    return pow(int(n) % P, P - 2, P)
+
+
+def poly(coeffs: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
+    """A fixed polynomial over residues (Horner, reducing at each step); stands in
+    for a non-linear activation in fingerprints."""
+
+    def f(x: np.ndarray) -> np.ndarray:
+        acc = np.zeros_like(x, dtype=np.int64)
+        for c in coeffs:
+            acc = mod(acc * x + c)
+        return acc
+
+    return f
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ShapeError(msg)
