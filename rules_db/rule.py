@@ -27,7 +27,7 @@ import numpy as np
 FORMAT = "taso-rules"
 VERSION = 1
 
-Ref = Union[str, tuple[int, int]]  # variable name, or (node index, output index)
+Ref = Union[str, tuple[int, int]]  # noqa: UP007 (a runtime alias)  # variable name, or (node index, output index)
 
 
 @dataclass

@@ -138,7 +138,7 @@ def read_taso_pb(path: str | Path) -> RuleSet:
     """All rules of a TASO substitution file, ids `taso-000` ... in file order."""
     data = Path(path).read_bytes()
     rules = []
-    for idx, (num, rb) in enumerate((n, v) for n, v in _fields(data) if n == 1):
+    for idx, rb in enumerate(v for n, v in _fields(data) if n == 1):
         f = _fields(rb)
         rank: dict[str, int] = {}
         src = _side([v for n, v in f if n == 1], rank)
