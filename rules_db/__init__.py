@@ -7,6 +7,8 @@ from .rule import PNode, Rule, RuleSet, instantiate, load, save
 from .taso_pb import read_taso_pb
 
 SHIPPED = Path(__file__).parent
+# TASO's published rule file, kept as data (see reference/README.md).
+TASO_REFERENCE = SHIPPED / "reference" / "graph_subst.pb"
 
-__all__ = ["SHIPPED", "PNode", "Rule", "RuleSet", "instantiate", "load", "read_taso_pb",
-           "save"]
+__all__ = ["SHIPPED", "TASO_REFERENCE", "PNode", "Rule", "RuleSet", "instantiate", "load",
+           "read_taso_pb", "save"]
