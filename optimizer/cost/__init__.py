@@ -1,0 +1,107 @@
+"""Cost models: what one node of a graph costs, in milliseconds.
+
+The search obtains every cost through `CostModel.op_cost`, one call per distinct
+cost key (operator, attributes, input shapes), so a measured model plugs in
+without the search knowing. Models register a factory in `COST_MODELS` under
+their name; `get_cost_model` turns a name, an instance or a plain function into
+a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+Shape = tuple[int, ...]
+
+# Nodes that run nothing: graph inputs and weights are data, not work.
+SOURCE_OPS = ("input", "weight")
+
+
+class CostModel:
+    """Base class. Subclasses override `op_cost`; `graph_cost` sums it."""
+
+    name: str = ""
+    device: str = ""  # identifies the device, part of persistent cache keys
+
+    def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
+        """Milliseconds for one node of registered operator `op` with these
+        attributes and input shapes."""
+        raise NotImplementedError
+
+    def graph_cost(self, graph: Any) -> float:
+        """Sum of `op_cost` over the live nodes that compute at run time. Nodes
+        computed from weights alone are folded into initializers before the
+        model runs, so they cost nothing (sources cost what the model says)."""
+        live = graph.live()
+        const = constant_nodes(graph)
+        total = 0.0
+        for n in graph.topo_order():
+            if n.id not in live or (n.id in const and n.op != "weight"):
+                continue
+            shapes = [graph.nodes[p].shapes[i] for p, i in n.inputs]
+            total += self.op_cost(n.op, n.a, shapes)
+        return total
+
+
+def constant_nodes(graph: Any) -> set[int]:
+    """Ids of weights, constant generators and nodes computed from them alone."""
+    from taso.ops import OPS
+
+    const: set[int] = set()
+    for n in graph.topo_order():
+        if n.op == "weight" or (n.op in OPS and OPS[n.op].weight_only) or (
+                n.op not in ("input", "opaque") and n.inputs
+                and all(p in const for p, _ in n.inputs)):
+            const.add(n.id)
+    return const
+
+
+class FunctionCost(CostModel):
+    """A plain function (op, attrs, shapes) -> milliseconds as a cost model."""
+
+    name = "custom"
+
+    def __init__(self, fn: Callable[[str, dict, list[Shape]], float], device: str = ""):
+        self.fn = fn
+        self.device = device
+
+    def op_cost(self, op, attrs, shapes):
+        return float(self.fn(op, attrs, shapes))
+
+
+COST_MODELS: dict[str, Callable[..., CostModel]] = {}
+
+# Modules that register a cost model when imported, by name.
+_PROVIDERS = {"analytic": "analytic", "ort": "ort", "cupy": "cupy_backend"}
+
+
+def register_cost_model(name: str) -> Callable:
+    """Decorator: register a CostModel factory (usually the class) under `name`."""
+
+    def deco(factory):
+        COST_MODELS[name] = factory
+        return factory
+
+    return deco
+
+
+def get_cost_model(spec: str | CostModel | Callable, **options: Any) -> CostModel:
+    """A cost model from a registered name ("analytic", "ort", "cupy"), an
+    instance (returned as is) or a function (op, attrs, shapes) -> ms."""
+    if isinstance(spec, CostModel):
+        return spec
+    if isinstance(spec, str):
+        if spec not in COST_MODELS and spec in _PROVIDERS:
+            importlib.import_module(f"{__name__}.{_PROVIDERS[spec]}")
+        if spec not in COST_MODELS:
+            raise ValueError(f"unknown cost model {spec!r}; known: {sorted(COST_MODELS)}")
+        return COST_MODELS[spec](**options)
+    if callable(spec):
+        return FunctionCost(spec, **options)
+    raise TypeError(f"not a cost model: {spec!r}")
+
+
+__all__ = ["COST_MODELS", "CostModel", "FunctionCost", "constant_nodes", "get_cost_model",
+           "register_cost_model"]
