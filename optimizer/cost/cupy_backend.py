@@ -1,0 +1,226 @@
+"""The `cupy` cost model: the same cost keys timed on a CUDA GPU with CUDA events.
+
+Each node runs through a GPU lowering written against an array module `xp`
+(cupy here; numpy in the tests that check every lowering against the
+operator's reference): matrix products through cuBLAS (`xp.matmul`),
+convolutions through cuDNN when cupy has it and otherwise as im2col plus one
+batched GEMM, pooling over strided windows. Operators without a lowering of
+their own run their numpy reference on cupy arrays, which numpy's array
+protocols dispatch to cupy. cupy is an optional extra (`pip install taso[gpu]`):
+without it, or without a GPU, this module imports and the model refuses to
+start with a message saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from taso.ir import Graph
+from taso.ops import get_op
+from taso.ops.conv import out_hw
+
+from . import register_cost_model
+from .cache import CostCache
+from .measured import MeasuredCostModel
+
+try:
+    import cupy
+except ImportError:  # the optional extra is not installed
+    cupy = None
+
+Shape = tuple[int, ...]
+
+
+def gpu_available() -> bool:
+    """Whether cupy imports and sees at least one CUDA device."""
+    if cupy is None:
+        return False
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver, no device: cupy raises its own runtime errors
+        return False
+
+
+def cudnn_module() -> Any | None:
+    """cupyx.cudnn when cupy was built with (and finds) cuDNN, else None."""
+    if cupy is None:
+        return None
+    try:
+        from cupyx import cudnn
+
+        cudnn.get_handle()
+        return cudnn
+    except Exception:
+        return None
+
+
+# ---- lowerings ---------------------------------------------------------------------
+def activate(xp, act: str, y):
+    if act == "none":
+        return y
+    if act == "relu":
+        return xp.maximum(y, 0)
+    if act == "sigmoid":
+        return 1 / (1 + xp.exp(-y))
+    if act == "tanh":
+        return xp.tanh(y)
+    raise ValueError(f"unknown activation {act!r}")
+
+
+def windows(xp, x, kernel, strides, pads, dilations, fill=0.0):
+    """A strided view of every window of an NCHW array: (N, C, OH, OW, KH, KW)."""
+    pt, pl, pb, pr = pads
+    xpad = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    n, c, h, w = xpad.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    oh, ow = out_hw(x.shape[2:], kernel, strides, pads, dilations)
+    s = xpad.strides
+    return xp.lib.stride_tricks.as_strided(
+        xpad, (n, c, oh, ow, kh, kw), (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw))
+
+
+def conv2d_gemm(xp, x, w, strides, pads, dilations, groups):
+    """Grouped convolution as im2col (one copy of every window) and one batched
+    GEMM over the groups."""
+    n, _, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    win = windows(xp, x, (kh, kw), strides, pads, dilations)
+    oh, ow = win.shape[2], win.shape[3]
+    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
+    kern = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
+    y = xp.matmul(cols, kern)  # (groups, n*oh*ow, o/groups)
+    y = y.reshape(groups, n, oh, ow, o // groups).transpose(1, 0, 4, 2, 3)
+    return xp.ascontiguousarray(y.reshape(n, o, oh, ow))
+
+
+def conv2d_cudnn(cudnn, x, w, strides, pads, dilations, groups):
+    """Convolution by cuDNN; asymmetric pads are applied to the input first."""
+    pt, pl, pb, pr = pads
+    if (pt, pl) != (pb, pr):
+        x = cupy.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+        pt = pl = 0
+    oh, ow = out_hw(x.shape[2:], w.shape[2:], strides, (pt, pl, pt, pl), dilations)
+    y = cupy.empty((x.shape[0], w.shape[0], oh, ow), dtype=x.dtype)
+    cudnn.convolution_forward(x, w, None, y, (pt, pl), tuple(strides), tuple(dilations),
+                              groups, auto_tune=True, tensor_core="auto")
+    return y
+
+
+def lower_conv2d(xp, a, x, w, cudnn=None):
+    a = get_op("conv2d").resolve(a, (x.shape, w.shape))
+    args = (x, w, a["strides"], a["pads"], a["dilations"], a["groups"])
+    y = conv2d_cudnn(cudnn, *args) if cudnn is not None else conv2d_gemm(xp, *args)
+    return activate(xp, a["activation"], y)
+
+
+def lower_maxpool2d(xp, a, x, cudnn=None):
+    a = get_op("maxpool2d").resolve(a, (x.shape,))
+    win = windows(xp, x, a["kernel"], a["strides"], a["pads"], (1, 1), fill=-np.inf)
+    return win.max(axis=(4, 5))
+
+
+def lower_avgpool2d(xp, a, x, cudnn=None):
+    a = get_op("avgpool2d").resolve(a, (x.shape,))
+    total = windows(xp, x, a["kernel"], a["strides"], a["pads"], (1, 1)).sum(axis=(4, 5))
+    if a["count_include_pad"]:
+        return total / (a["kernel"][0] * a["kernel"][1])
+    ones = xp.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
+    return total / windows(xp, ones, a["kernel"], a["strides"], a["pads"], (1, 1)).sum(
+        axis=(4, 5))
+
+
+def lower_matmul(xp, a, x, y, cudnn=None):
+    return activate(xp, a["activation"], xp.matmul(x, y))
+
+
+def lower_sigmoid(xp, a, x, cudnn=None):
+    return activate(xp, "sigmoid", x)  # in float32: the reference computes in float64
+
+
+LOWERINGS: dict[str, Callable[..., Any]] = {
+    "conv2d": lower_conv2d, "maxpool2d": lower_maxpool2d, "avgpool2d": lower_avgpool2d,
+    "matmul": lower_matmul, "sigmoid": lower_sigmoid,
+}
+
+
+def run_node(xp, op: str, a: dict[str, Any], xs: Sequence[Any], cudnn=None) -> list[Any]:
+    """Outputs of one node on arrays of module `xp`."""
+    if op in LOWERINGS:
+        out = LOWERINGS[op](xp, a, *xs, cudnn=cudnn)
+        return [out]
+    if op == "opaque":
+        raise NotImplementedError(f"no GPU lowering for the ONNX operator {a['onnx_type']}")
+    return get_op(op).run_ref(a, xs)  # numpy's array protocols dispatch to xp
+
+
+def run_graph(xp, graph: Graph, feeds: dict[str, Any], weights: dict[int, Any],
+              cudnn=None) -> list[Any]:
+    """Evaluate the live nodes of `graph` through the lowerings; `weights` maps
+    weight node ids to arrays already on the device."""
+    return graph.run(feeds, lambda n, xs: run_node(xp, n.op, n.a, xs, cudnn),
+                     lambda n: weights[n.id])
+
+
+# ---- timing --------------------------------------------------------------------------
+def time_gpu(fn: Callable[[], Any], warmup: int = 3, repeats: int = 20) -> list[float]:
+    """Milliseconds of each timed call, between two CUDA events on the current stream."""
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return times
+
+
+@register_cost_model("cupy")
+class CupyCostModel(MeasuredCostModel):
+    """Costs in milliseconds, measured on the current CUDA device through cupy.
+
+    warmup, repeats: timing of one key (median of `repeats` event-timed runs).
+    cache: as for the ort model. use_cudnn: False forces im2col plus GEMM."""
+
+    name = "cupy"
+
+    def __init__(self, warmup: int = 3, repeats: int = 20, use_cudnn: bool = True,
+                 cache: CostCache | str | os.PathLike | bool | None = None):
+        if not gpu_available():
+            raise RuntimeError("the cupy cost model needs cupy and a CUDA GPU "
+                               "(pip install 'taso[gpu]' on a machine with one)")
+        super().__init__(cache)
+        self.warmup, self.repeats = warmup, repeats
+        self.cudnn = cudnn_module() if use_cudnn else None
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        conv = f"cuDNN {self.cudnn.get_build_version()}" if self.cudnn else "im2col+GEMM"
+        self.device = f"{name}; cupy {cupy.__version__}; conv by {conv}"
+
+    def time_node(self, op, attrs, shapes, consts, dtypes) -> float:
+        if op == "opaque":
+            return self.overhead_ms  # no lowering: counted as free, the same in every graph
+        rng = np.random.default_rng(0)
+        dtypes = dtypes or ["float32"] * len(shapes)
+        xs = [cupy.asarray(rng.standard_normal(s).astype(d)) for s, d in zip(shapes, dtypes)]
+        fn = lambda: run_node(cupy, op, attrs, xs, self.cudnn)  # noqa: E731
+        return statistics.median(time_gpu(fn, self.warmup, self.repeats))
+
+    def time_overhead(self) -> float:
+        return statistics.median(time_gpu(lambda: None, self.warmup, self.repeats))
+
+    def time_graph(self, graph: Graph) -> float:
+        """Median milliseconds of one run of the whole graph through the lowerings."""
+        feeds = {k: cupy.asarray(v) for k, v in graph.random_inputs(seed=0).items()}
+        weights = {n.id: cupy.asarray(n.data) for n in graph.weights}
+        fn = lambda: run_graph(cupy, graph, feeds, weights, self.cudnn)  # noqa: E731
+        return statistics.median(time_gpu(fn, self.warmup, self.repeats))

@@ -1,0 +1,93 @@
+"""Peak memory of a graph: the second objective of the weighted cost.
+
+Activations are simulated in evaluation order: a node's outputs are allocated
+when it runs and freed after their last consumer has run (graph outputs live to
+the end). Constants are resident throughout; a subgraph computed from weights
+alone counts as the weights it folds into after the search, not as what it
+folds away. This is what a runtime with a liveness-based planner (onnxruntime's
+default) needs, less kernel workspace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from taso.ir import Graph
+
+from . import CostModel, Shape, constant_nodes
+
+
+def tensor_bytes(shape: tuple[int, ...], dtype: str = "float32") -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def weight_bytes(graph: Graph) -> int:
+    """Bytes of the constants the folded graph keeps: constant outputs that a
+    computed node or a graph output reads."""
+    live, const = graph.live(), constant_nodes(graph)
+    kept = {ref for n in graph.topo_order() if n.id in live and n.id not in const
+            for ref in n.inputs if ref[0] in const}
+    kept |= {ref for ref in graph.outputs if ref[0] in const}
+    return sum(tensor_bytes(graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i]) for p, i in kept)
+
+
+def peak_activation_bytes(graph: Graph) -> int:
+    """The largest total size of activations alive at once (inputs included)."""
+    live, const = graph.live(), constant_nodes(graph)
+    order = [n for n in graph.topo_order() if n.id in live and n.id not in const]
+    last_use: dict[tuple[int, int], int] = {}
+    for step, n in enumerate(order):
+        for ref in n.inputs:
+            last_use[ref] = step
+    for ref in graph.outputs:
+        last_use[ref] = len(order)
+    alive, peak = 0, 0
+    for step, n in enumerate(order):
+        out_bytes = [tensor_bytes(s, d) for s, d in zip(n.shapes, n.dtypes)]
+        alive += sum(out_bytes)
+        peak = max(peak, alive)  # inputs and all outputs coexist while the node runs
+        alive -= sum(b for i, b in enumerate(out_bytes) if (n.id, i) not in last_use)
+        for p, i in set(n.inputs):
+            if last_use.get((p, i)) == step and p not in const:
+                alive -= tensor_bytes(graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
+    return peak
+
+
+def peak_memory_bytes(graph: Graph) -> int:
+    """Resident constants plus the peak of live activations."""
+    return weight_bytes(graph) + peak_activation_bytes(graph)
+
+
+MIB = float(2**20)
+
+
+class MemoryWeighted(CostModel):
+    """time + memory_weight x peak memory: milliseconds plus `memory_weight`
+    milliseconds per MiB of `peak_memory_bytes`.
+
+    Per node it is the base model's time (peak memory belongs to a whole graph,
+    not to a node); `graph_cost` adds the memory term, so a search that ranks
+    whole graphs by `graph_cost` trades time for memory at the stated rate."""
+
+    def __init__(self, base: CostModel, memory_weight: float):
+        self.base = base
+        self.memory_weight = float(memory_weight)
+        self.name = f"{base.name}+memory"
+        self.device = base.device
+
+    def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
+        return self.base.op_cost(op, attrs, shapes)
+
+    def memory_cost(self, graph: Graph) -> float:
+        return self.memory_weight * peak_memory_bytes(graph) / MIB
+
+    def graph_cost(self, graph: Graph) -> float:
+        return self.base.graph_cost(graph) + self.memory_cost(graph)
+
+    def __getattr__(self, name: str) -> Any:
+        # Everything else (cache, measured, save, predict_latency...) is the base's.
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)

@@ -1,0 +1,157 @@
+"""The `ort` cost model: costs measured on this CPU in onnxruntime.
+
+Each distinct cost key (operator, attributes, input shapes, and which inputs are
+constants) is exported as a one-node ONNX model through the operator's own
+`Op.onnx`, run in onnxruntime with the settings the optimized model will run
+under (ORT_ENABLE_ALL, sequential, a stated number of intra-op threads), warmed
+up and timed over repeats; the cost is the median less the fixed cost of one
+session run, measured once. Which inputs are constants matters on a CPU:
+onnxruntime pre-packs constant MatMul operands and re-lays convolutions with
+constant kernels into its blocked format, and folds nodes whose inputs are all
+constant. Results persist in a `CostCache`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from taso.ir import Graph
+
+from . import register_cost_model
+from .cache import CostCache
+from .measured import MeasuredCostModel
+
+Shape = tuple[int, ...]
+
+
+@cache
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def default_threads() -> int:
+    """$TASO_ORT_THREADS, else 1: one thread times steadily on a shared machine."""
+    return int(os.environ.get("TASO_ORT_THREADS", "1"))
+
+
+def session_options(threads: int) -> ort.SessionOptions:
+    """The settings under which costs are measured and models are benchmarked."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return so
+
+
+def make_session(model: onnx.ModelProto | bytes, threads: int) -> ort.InferenceSession:
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(data, session_options(threads),
+                                providers=["CPUExecutionProvider"])
+
+
+class Runner:
+    """One onnxruntime session with its inputs bound once and its outputs
+    written into buffers allocated once, so a call times the kernels and not
+    the allocator."""
+
+    def __init__(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]):
+        self.session = session
+        self.binding = session.io_binding()
+        names = [o.name for o in session.get_outputs()]
+        first = session.run(names, feeds)  # the outputs' real shapes and dtypes
+        self._keep = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v))
+                      for v in feeds.values()]
+        for name, v in zip(feeds, self._keep):
+            self.binding.bind_ortvalue_input(name, v)
+        self._keep += [ort.OrtValue.ortvalue_from_numpy(np.empty_like(y)) for y in first]
+        for name, v in zip(names, self._keep[len(feeds):]):
+            self.binding.bind_ortvalue_output(name, v)
+
+    def __call__(self) -> None:
+        self.session.run_with_iobinding(self.binding)
+
+
+def time_runs(fn: Callable[[], Any], warmup: int = 2, repeats: int = 10,
+              min_seconds: float = 0.0, max_repeats: int = 1000) -> list[float]:
+    """Milliseconds of each timed call of `fn`: `warmup` untimed calls, then at
+    least `repeats` calls, more (up to `max_repeats`) until `min_seconds` pass."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeats or (time.perf_counter() - start < min_seconds
+                                   and len(times) < max_repeats):
+        t = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - t) / 1e6)
+    return times
+
+
+def median_ms(fn: Callable[[], Any], **timing: Any) -> float:
+    return statistics.median(time_runs(fn, **timing))
+
+
+def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
+                   consts: Sequence[bool], dtypes: Sequence[str] | None = None) -> Graph:
+    """A graph of one `op` node whose inputs are weights where `consts` says so
+    and graph inputs elsewhere; every output is a graph output."""
+    g = Graph(seed=0)
+    dtypes = dtypes or ["float32"] * len(shapes)
+    ins = [g.new_weight(s) if c else g.new_input(s, dtype=d)
+           for s, c, d in zip(shapes, consts, dtypes)]
+    for t in g.add_node(op, ins, **attrs):
+        g.mark_output(t)
+    return g
+
+
+@register_cost_model("ort")
+class OrtCostModel(MeasuredCostModel):
+    """Costs in milliseconds, measured in onnxruntime on this CPU.
+
+    threads: intra-op threads of every timed session (default `default_threads()`).
+    warmup, repeats, min_seconds: timing of one key (see `time_runs`).
+    cache: a `CostCache`, a path to one, None for the default path, or False to
+    keep measurements in memory only."""
+
+    name = "ort"
+
+    def __init__(self, threads: int | None = None, warmup: int = 3, repeats: int = 10,
+                 min_seconds: float = 0.02,
+                 cache: CostCache | str | os.PathLike | bool | None = None):
+        super().__init__(cache)
+        self.threads = threads or default_threads()
+        self.timing = dict(warmup=warmup, repeats=repeats, min_seconds=min_seconds)
+        self.device = f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}"
+
+    def time_node(self, op, attrs, shapes, consts, dtypes) -> float:
+        return self.time_graph(one_node_graph(op, attrs, shapes, consts, dtypes))
+
+    def time_overhead(self) -> float:
+        # A ReLU of one element: the session run's fixed cost.
+        return self.time_graph(one_node_graph("relu", {}, [(1,)], [False]))
+
+    def time_graph(self, g: Graph) -> float:
+        """Median milliseconds of one run of `g` (exported to ONNX) in onnxruntime."""
+        from taso import export_onnx
+
+        runner = Runner(make_session(export_onnx(g), self.threads), g.random_inputs(seed=0))
+        return median_ms(runner, **self.timing)
