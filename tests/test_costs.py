@@ -1,0 +1,307 @@
+"""Measured cost models, the cost cache, memory weighting and the GPU lowerings.
+
+Timings use tiny keys and few repeats: what is checked is that measuring
+happens (or does not) when it should, never how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from taso.optimizer.cost import CostModel, get_cost_model
+from taso.optimizer.cost import cupy_backend as gpu
+from taso.optimizer.cost.cache import CostCache
+from taso.optimizer.cost.factory import make_cost_model
+from taso.optimizer.cost.measured import MeasuredCostModel
+from taso.optimizer.cost.memory import (
+    MemoryWeighted,
+    peak_activation_bytes,
+    peak_memory_bytes,
+    weight_bytes,
+)
+
+import taso
+from taso.ops import get_op
+
+FAST = dict(warmup=1, repeats=3, min_seconds=0.0)
+
+
+def has_export() -> bool:
+    return hasattr(taso, "export_onnx")
+
+
+needs_export = pytest.mark.skipif(not has_export(), reason="taso.export_onnx has not landed")
+
+
+# ---- cache -----------------------------------------------------------------------------
+def test_cache_round_trip(tmp_path):
+    path = tmp_path / "costs.json"
+    key = ("conv2d", (("groups", 1), ("pads", (1, 1, 1, 1))), ((1, 8, 4, 4), (8, 8, 3, 3)))
+    c = CostCache(path)
+    assert c.get("ort", "cpu", key) is None
+    c.put("ort", "cpu", key, 0.25)
+    c.put("cupy", "gpu", key, 0.01)
+    c.save()
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "taso-cost-cache"  # plain data a user can read
+    again = CostCache(path)
+    assert again.get("ort", "cpu", key) == 0.25
+    assert again.get("cupy", "gpu", key) == 0.01
+    assert again.get("ort", "other cpu", key) is None  # keyed by device too
+    assert (again.hits, again.misses) == (2, 1)
+
+
+def test_cache_merges_concurrent_writers(tmp_path):
+    path = tmp_path / "costs.json"
+    a, b = CostCache(path), CostCache(path)
+    a.put("ort", "cpu", ("x",), 1.0)
+    b.put("ort", "cpu", ("y",), 2.0)
+    a.save()
+    b.save()  # must not drop what `a` wrote
+    c = CostCache(path)
+    assert c.get("ort", "cpu", ("x",)) == 1.0 and c.get("ort", "cpu", ("y",)) == 2.0
+
+
+def test_cache_default_path_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("TASO_COST_CACHE", str(tmp_path / "c.json"))
+    assert CostCache().path == tmp_path / "c.json"
+    monkeypatch.delenv("TASO_COST_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert CostCache().path == tmp_path / "taso" / "costs.json"
+
+
+# ---- the measured base, with a deterministic fake device ------------------------------------
+class CountingDevice(MeasuredCostModel):
+    """A measured model whose 'device' answers from a formula and counts calls."""
+
+    name = "counting"
+    device = "formula"
+
+    def __init__(self, cache):
+        super().__init__(cache)
+        self.calls = []
+
+    def time_node(self, op, attrs, shapes, consts, dtypes):
+        self.calls.append((op, consts))
+        return 1.0 + sum(int(np.prod(s)) for s in shapes) / 1000
+
+    def time_overhead(self):
+        return 1.0
+
+
+def merged_matmuls(n: int = 3):
+    g = taso.new_graph()
+    x = g.new_input((4, 8))
+    w = g.concat(1, [g.new_weight((8, 8)) for _ in range(n)])
+    for t in g.split(g.matmul(x, w), 1, n):
+        g.mark_output(t)
+    return g
+
+
+def test_measured_model_times_each_key_once_and_persists(tmp_path):
+    path = tmp_path / "costs.json"
+    m = CountingDevice(path)
+    g = merged_matmuls()
+    first = m.graph_cost(g)
+    assert m.measured == 3  # overhead, matmul, split; concat of weights is folded
+    assert ("concat", (True, True, True)) not in m.calls
+    assert ("matmul", (False, True)) in m.calls
+    assert m.graph_cost(g) == first and m.measured == 3  # memo
+    m.save()
+    again = CountingDevice(path)
+    assert again.graph_cost(g) == first
+    assert again.measured == 0 and again.calls == []  # a second run measures nothing
+
+
+def test_all_constant_inputs_cost_nothing(tmp_path):
+    m = CountingDevice(False)
+    assert m.op_cost("matmul", {"activation": "none"}, [(4, 4), (4, 4)], consts=[True, True]) == 0
+    assert m.op_cost("weight", {}, []) == 0 and m.calls == []
+
+
+# ---- ort ------------------------------------------------------------------------------------
+@needs_export
+def test_ort_times_tiny_keys_and_second_run_measures_nothing(tmp_path):
+    path = tmp_path / "costs.json"
+    m = get_cost_model("ort", cache=path, threads=1, **FAST)
+    assert "thread" in m.device
+    g = merged_matmuls()
+    cost = m.graph_cost(g)
+    assert cost >= 0 and m.measured == 3 and m.overhead_ms > 0
+    m.save()
+    again = get_cost_model("ort", cache=path, threads=1, **FAST)
+    assert again.graph_cost(g) == cost and again.measured == 0
+
+
+@needs_export
+def test_ort_bigger_matmul_costs_more(tmp_path):
+    m = get_cost_model("ort", cache=False, threads=1, warmup=1, repeats=5)
+    small = m.op_cost("matmul", {"activation": "none"}, [(8, 64), (64, 64)])
+    big = m.op_cost("matmul", {"activation": "none"}, [(256, 512), (512, 512)])
+    assert big > 10 * small  # 2000x the work; a model that cannot tell them apart is broken
+
+
+def test_ort_runner_times_a_one_node_model():
+    from onnx import TensorProto, helper
+    from taso.optimizer.cost.ort import Runner, make_session, median_ms, time_runs
+
+    node = helper.make_node("Relu", ["x"], ["y"])
+    model = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    run = Runner(make_session(model, threads=1), {"x": -np.ones((2, 3), np.float32)})
+    assert len(time_runs(run, warmup=1, repeats=4)) == 4
+    assert median_ms(run, warmup=0, repeats=3) > 0
+
+
+# ---- custom and weighted costs ---------------------------------------------------------------
+def test_callable_cost_model():
+    seen = []
+
+    def fn(op, attrs, shapes):
+        seen.append(op)
+        return {"input": 0.0, "weight": 0.0, "matmul": 2.0}.get(op, 0.5)
+
+    m = get_cost_model(fn)
+    assert isinstance(m, CostModel)
+    assert m.graph_cost(merged_matmuls()) == 2.0 + 0.5  # matmul + split; concat folded
+    assert "concat" not in seen
+
+
+def graph_chain():
+    g = taso.new_graph()
+    x = g.new_input((1, 4, 8, 8))  # 1 KiB
+    w = g.new_weight((4, 4, 3, 3))  # 576 B
+    y = g.conv2d(x, w, padding="same")
+    g.mark_output(g.relu(y))
+    return g
+
+
+def test_peak_memory_of_a_chain():
+    g = graph_chain()
+    act = 4 * 8 * 8 * 4
+    assert weight_bytes(g) == 4 * 4 * 3 * 3 * 4
+    assert peak_activation_bytes(g) == 2 * act  # an input and an output at a time
+    assert peak_memory_bytes(g) == weight_bytes(g) + 2 * act
+
+
+def test_peak_memory_counts_parallel_branches():
+    g = taso.new_graph()
+    x = g.new_input((256,))
+    a, b, c = g.relu(x), g.tanh(x), g.sigmoid(x)
+    g.mark_output(g.ewadd(g.ewadd(a, b), c))
+    # x, a, b, c live together when c is computed
+    assert peak_activation_bytes(g) == 4 * 256 * 4
+
+
+def test_folded_weights_count_once():
+    g = merged_matmuls(2)  # concat(w0, w1) folds into one 8x16 weight
+    assert weight_bytes(g) == 8 * 16 * 4
+
+
+def test_memory_weight_adds_peak_memory():
+    base = get_cost_model(lambda op, attrs, shapes: 0.0 if op in ("input", "weight") else 1.0)
+    g = graph_chain()
+    m = MemoryWeighted(base, memory_weight=2.0)
+    assert m.op_cost("relu", {}, [(4,)]) == 1.0
+    assert m.graph_cost(g) == pytest.approx(base.graph_cost(g)
+                                            + 2.0 * peak_memory_bytes(g) / 2**20)
+
+
+def test_make_cost_model_applies_options(tmp_path):
+    m = make_cost_model("analytic", memory_weight=0.5)
+    assert isinstance(m, MemoryWeighted) and m.base.name == "analytic"
+    assert make_cost_model("analytic").name == "analytic"
+    if has_export():
+        o = make_cost_model("ort", cache_path=tmp_path / "c.json", threads=1)
+        assert o.cache.path == tmp_path / "c.json" and o.threads == 1
+
+
+# ---- GPU lowerings, checked on numpy against each operator's reference -------------------------
+def check_lowering(op, attrs, *xs):
+    o = get_op(op)
+    a = o.resolve(dict(o.make_attrs(**attrs)), [x.shape for x in xs])
+    got = gpu.run_node(np, op, a, xs)
+    want = o.run_ref(a, xs)
+    for g_, w_ in zip(got, want):
+        np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(groups=st.sampled_from([1, 2]), k=st.sampled_from([1, 3]), s=st.integers(1, 2),
+       d=st.integers(1, 2), pads=st.tuples(*[st.integers(0, 2)] * 4),
+       act=st.sampled_from(["none", "relu", "sigmoid", "tanh"]))
+def test_conv_im2col_gemm_matches_reference(groups, k, s, d, pads, act):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // groups, k, k)).astype(np.float32)
+    check_lowering("conv2d", dict(strides=(s, s), pads=pads, dilations=(d, d), groups=groups,
+                                  activation=act), x, w)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("maxpool2d", dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
+    ("avgpool2d", dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))),
+    ("avgpool2d", dict(kernel=(2, 3), strides=(2, 1), pads=(1, 0, 0, 1), count_include_pad=0)),
+])
+def test_pool_lowerings_match_reference(op, attrs):
+    x = np.random.default_rng(1).standard_normal((1, 3, 6, 5)).astype(np.float32)
+    check_lowering(op, attrs, x)
+
+
+def test_other_lowerings_match_reference():
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((3, 5, 4)).astype(np.float32) for _ in range(2))
+    check_lowering("matmul", dict(activation="tanh"), a, b.transpose(0, 2, 1).copy())
+    check_lowering("sigmoid", {}, a)
+    check_lowering("split", dict(axis=1, sizes=(2, 3)), a)
+
+
+def test_whole_graph_through_lowerings_matches_reference():
+    g = graph_chain()
+    feeds = g.random_inputs(seed=3)
+    got = gpu.run_graph(np, g, feeds, {n.id: n.data for n in g.weights})
+    for x, y in zip(got, g.evaluate(feeds)):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_cupy_model_refuses_cleanly_without_gpu():
+    if gpu.gpu_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="GPU"):
+        get_cost_model("cupy")
+
+
+@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
+def test_cupy_times_keys_and_caches(tmp_path):
+    m = get_cost_model("cupy", cache=tmp_path / "c.json", warmup=1, repeats=3)
+    small = m.op_cost("matmul", {"activation": "none"}, [(8, 64), (64, 64)])
+    big = m.op_cost("matmul", {"activation": "none"}, [(2048, 2048), (2048, 2048)])
+    conv = m.op_cost("conv2d", dict(get_op("conv2d").make_attrs(pads=(1, 1, 1, 1))),
+                     [(1, 64, 56, 56), (64, 64, 3, 3)])
+    assert big > small and conv > 0
+    m.save()
+    again = get_cost_model("cupy", cache=tmp_path / "c.json")
+    assert again.op_cost("matmul", {"activation": "none"}, [(8, 64), (64, 64)]) == small
+    assert again.measured == 0
+
+
+@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
+def test_cupy_lowerings_match_reference_on_gpu():
+    import cupy
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    o = get_op("conv2d")
+    a = o.resolve(dict(o.make_attrs(pads=(1, 0, 2, 1), groups=2, activation="relu")),
+                  [x.shape, w.shape])
+    want = o.run_ref(a, [x, w])[0]
+    for cudnn in (None, gpu.cudnn_module()):
+        got = gpu.run_node(cupy, "conv2d", a, [cupy.asarray(x), cupy.asarray(w)], cudnn)[0]
+        np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-3, atol=1e-3)
