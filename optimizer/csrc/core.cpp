@@ -1,0 +1,533 @@
+#include "core.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <queue>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace taso {
+
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+    // splitmix64 finalizer over the running hash and the next value
+    uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+bool same_node(const Node& a, const Node& b) {
+    return a.type == b.type && a.attr == b.attr && a.salt == b.salt && a.in == b.in;
+}
+
+}  // namespace
+
+size_t VecHash::operator()(const std::vector<int64_t>& v) const {
+    uint64_t h = v.size();
+    for (int64_t x : v) h = mix(h, static_cast<uint64_t>(x));
+    return static_cast<size_t>(h);
+}
+
+// ---- oracle ---------------------------------------------------------------------
+const NodeInfo& Oracle::infer(int type, int attr, const std::vector<int>& shapes) {
+    std::vector<int64_t> key;
+    key.reserve(shapes.size() + 2);
+    key.push_back(type);
+    key.push_back(attr);
+    key.insert(key.end(), shapes.begin(), shapes.end());
+    auto it = infer_memo_.find(key);
+    if (it != infer_memo_.end()) return it->second;
+    ++infer_calls;
+    NodeInfo info;
+    if (auto r = infer_(type, attr, shapes)) {
+        info.ok = true;
+        info.out = std::move(r->first);
+        info.cost = r->second;
+    }
+    return infer_memo_.emplace(std::move(key), std::move(info)).first->second;
+}
+
+const std::optional<std::vector<int>>& Oracle::check(int rule, const Graph& g, const Rule& r,
+                                                     const Match& m) {
+    // The key: everything the semantic check may read.
+    std::vector<int64_t> key{rule};
+    for (int n : m.nodes) {
+        const Node& nd = g.nodes[n];
+        key.push_back(nd.attr);
+        key.insert(key.end(), nd.out.begin(), nd.out.end());
+    }
+    for (const Ref& v : m.vars) {
+        const Node& nd = g.nodes[v.node];
+        key.push_back(nd.out[v.idx]);
+        key.push_back(nd.wonly);
+    }
+    auto it = check_memo_.find(key);
+    if (it != check_memo_.end()) return it->second;
+    ++check_calls;
+    std::vector<int> attrs;
+    std::vector<std::vector<int>> outs;
+    for (int n : m.nodes) {
+        attrs.push_back(g.nodes[n].attr);
+        outs.push_back(g.nodes[n].out);
+    }
+    std::vector<int> vshapes, vw;
+    for (const Ref& v : m.vars) {
+        vshapes.push_back(g.nodes[v.node].out[v.idx]);
+        vw.push_back(g.nodes[v.node].wonly);
+    }
+    (void)r;
+    return check_memo_.emplace(std::move(key), check_(rule, attrs, outs, vshapes, vw))
+        .first->second;
+}
+
+// ---- graph store ------------------------------------------------------------------
+Core::Core(std::vector<int> kinds_, Oracle::InferFn infer, Oracle::CheckFn check)
+    : oracle(std::move(infer), std::move(check)), kinds(std::move(kinds_)) {}
+
+std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outputs) {
+    const int n = static_cast<int>(raw.size());
+    // Depth-first post-order from the outputs: a topological order of the live
+    // nodes; meeting a node still on the stack means a cycle.
+    std::vector<char> state(n, 0);  // 0 new, 1 on stack, 2 done
+    std::vector<int> order;
+    order.reserve(n);
+    std::vector<std::pair<int, int>> stack;
+    for (const Ref& o : outputs) {
+        if (state[o.node]) continue;
+        stack.push_back({o.node, 0});
+        state[o.node] = 1;
+        while (!stack.empty()) {
+            auto& [v, i] = stack.back();
+            if (i < static_cast<int>(raw[v].in.size())) {
+                int u = raw[v].in[i++].node;
+                if (state[u] == 1) return std::nullopt;
+                if (state[u] == 0) {
+                    state[u] = 1;
+                    stack.push_back({u, 0});
+                }
+            } else {
+                state[v] = 2;
+                order.push_back(v);
+                stack.pop_back();
+            }
+        }
+    }
+    Graph g;
+    g.nodes.reserve(order.size());
+    std::vector<int> remap(n, -1);
+    std::unordered_map<uint64_t, int> seen;
+    seen.reserve(order.size() * 2);
+    uint64_t gh = 0;
+    for (int v : order) {
+        Node nd = std::move(raw[v]);
+        uint64_t h = mix(mix(mix(1469598103934665603ULL, nd.type), nd.attr), nd.salt);
+        bool wonly = kinds[nd.type] == WEIGHT || kinds[nd.type] == CONSTGEN ||
+                     (kinds[nd.type] == COMPUTE && !nd.in.empty());
+        for (Ref& r : nd.in) {
+            r.node = remap[r.node];
+            const Node& p = g.nodes[r.node];
+            h = mix(mix(h, p.hash), r.idx);
+            wonly = wonly && p.wonly;
+        }
+        auto it = seen.find(h);
+        if (it != seen.end() && same_node(g.nodes[it->second], nd)) {
+            remap[v] = it->second;  // the same computation exists: share it
+            continue;
+        }
+        nd.hash = h;
+        nd.wonly = wonly;
+        const int k = kinds[nd.type];
+        if (k != INPUT && k != WEIGHT) g.num_ops++;
+        // Weight-only computations are folded before the model runs: free.
+        if (!(wonly && (k == COMPUTE || k == CONSTGEN))) g.cost += nd.cost;
+        remap[v] = static_cast<int>(g.nodes.size());
+        seen.emplace(h, remap[v]);
+        g.nodes.push_back(std::move(nd));
+    }
+    for (Ref& o : outputs) {
+        o.node = remap[o.node];
+        gh = mix(mix(gh, g.nodes[o.node].hash), o.idx);
+    }
+    g.outputs = std::move(outputs);
+    g.hash = gh;
+    return g;
+}
+
+Graph Core::build(std::vector<Node> raw, std::vector<Ref> outputs) {
+    for (size_t i = 0; i < raw.size(); ++i) {
+        Node& nd = raw[i];
+        if (nd.type < 0 || nd.type >= static_cast<int>(kinds.size()))
+            throw std::invalid_argument("node type out of range");
+        std::vector<int> shapes;
+        for (const Ref& r : nd.in) {
+            if (r.node < 0 || r.node >= static_cast<int>(i) || r.idx < 0 ||
+                r.idx >= static_cast<int>(raw[r.node].out.size()))
+                throw std::invalid_argument("node input must be an earlier node's output");
+            shapes.push_back(raw[r.node].out[r.idx]);
+        }
+        const NodeInfo& info = oracle.infer(nd.type, nd.attr, shapes);
+        if (!info.ok) throw std::invalid_argument("the oracle rejects a node of the input graph");
+        nd.out = info.out;
+        nd.cost = info.cost;
+    }
+    for (const Ref& o : outputs)
+        if (o.node < 0 || o.node >= static_cast<int>(raw.size()) ||
+            o.idx >= static_cast<int>(raw[o.node].out.size()))
+            throw std::invalid_argument("graph output out of range");
+    auto g = finalize(std::move(raw), std::move(outputs));
+    if (!g) throw std::invalid_argument("the input graph has a cycle");
+    return *g;
+}
+
+// ---- rules and matching -------------------------------------------------------------
+int Core::add_rule(Rule r) {
+    const int np = static_cast<int>(r.src.size());
+    if (np == 0) throw std::invalid_argument("a rule's source side is empty");
+    auto check_side = [&](const std::vector<PNode>& side) {
+        for (size_t p = 0; p < side.size(); ++p) {
+            if (side[p].type < 0 || side[p].type >= static_cast<int>(kinds.size()) ||
+                kinds[side[p].type] != COMPUTE && kinds[side[p].type] != CONSTGEN)
+                throw std::invalid_argument("a pattern node must be an operator");
+            for (const Ref& in : side[p].in)
+                if (in.node >= static_cast<int>(p) || (in.node < 0 && -1 - in.node >= r.nvars))
+                    throw std::invalid_argument("pattern input out of range");
+        }
+    };
+    check_side(r.src);
+    check_side(r.dst);
+    r.uses.assign(np, {});
+    for (int q = 0; q < np; ++q)
+        for (int i = 0; i < static_cast<int>(r.src[q].in.size()); ++i) {
+            const Ref& in = r.src[q].in[i];
+            if (in.node >= 0) r.uses[in.node].push_back({q, i, in.idx});
+        }
+    // Greedy plan: start at the last node (usually the sink); then prefer a
+    // producer of a matched node (determined), then a consumer of something
+    // bound (few candidates), and a fresh root only for a disconnected part.
+    std::vector<char> done(np, 0), var_bound(r.nvars, 0);
+    auto mark = [&](int p) {
+        done[p] = 1;
+        for (const Ref& in : r.src[p].in)
+            if (in.node < 0) var_bound[-1 - in.node] = 1;
+    };
+    r.plan.clear();
+    for (int count = 0; count < np; ++count) {
+        Step st;
+        bool found = false;
+        for (int q = np - 1; q >= 0 && !found; --q) {
+            if (!done[q]) continue;
+            for (int i = 0; i < static_cast<int>(r.src[q].in.size()) && !found; ++i) {
+                const Ref& in = r.src[q].in[i];
+                if (in.node >= 0 && !done[in.node]) {
+                    st.kind = Step::PRODUCER;
+                    st.pnode = in.node;
+                    st.a = q;
+                    st.b = i;
+                    found = true;
+                }
+            }
+        }
+        for (int p = np - 1; p >= 0 && !found; --p) {
+            if (done[p]) continue;
+            for (int i = 0; i < static_cast<int>(r.src[p].in.size()) && !found; ++i) {
+                const Ref& in = r.src[p].in[i];
+                if (in.node < 0 && var_bound[-1 - in.node]) {
+                    st.kind = Step::CONSUMER_VAR;
+                    st.a = -1 - in.node;
+                } else if (in.node >= 0 && done[in.node]) {
+                    st.kind = Step::CONSUMER_NODE;
+                    st.a = in.node;
+                    st.b = in.idx;
+                } else {
+                    continue;
+                }
+                st.pnode = p;
+                st.pos = i;
+                found = true;
+            }
+        }
+        if (!found) {
+            int p = np - 1;
+            while (done[p]) --p;
+            st.kind = Step::ROOT;
+            st.pnode = p;
+        }
+        mark(st.pnode);
+        r.plan.push_back(st);
+    }
+    rules.push_back(std::move(r));
+    return static_cast<int>(rules.size()) - 1;
+}
+
+namespace {
+
+struct Matcher {
+    const Graph& g;
+    const Rule& r;
+    const std::vector<std::vector<int>>& by_type;
+    const std::vector<std::vector<int>>& consumers;
+    std::vector<Match>& found;
+    Match m;
+    std::vector<char> used;
+
+    Matcher(const Graph& g_, const Rule& r_, const std::vector<std::vector<int>>& bt,
+            const std::vector<std::vector<int>>& cons, std::vector<Match>& out)
+        : g(g_), r(r_), by_type(bt), consumers(cons), found(out), used(g_.nodes.size(), 0) {
+        m.nodes.assign(r.src.size(), -1);
+        m.vars.assign(r.nvars, Ref{});
+    }
+
+    // Assign graph node c to pattern node p; returns the variables it bound
+    // (to undo), or false when it does not fit what is matched so far.
+    bool assign(int p, int c, std::vector<int>& bound) {
+        const PNode& pn = r.src[p];
+        const Node& nd = g.nodes[c];
+        if (used[c] || nd.type != pn.type || nd.in.size() != pn.in.size()) return false;
+        for (size_t i = 0; i < pn.in.size(); ++i) {
+            const Ref& pin = pn.in[i];
+            if (pin.node < 0) {
+                Ref& v = m.vars[-1 - pin.node];
+                if (v.node < 0) {
+                    v = nd.in[i];
+                    bound.push_back(-1 - pin.node);
+                } else if (!(v == nd.in[i])) {
+                    return false;
+                }
+            } else if (m.nodes[pin.node] >= 0 && !(nd.in[i] == Ref{m.nodes[pin.node], pin.idx})) {
+                return false;
+            }
+        }
+        for (const auto& [q, i, k] : r.uses[p])
+            if (m.nodes[q] >= 0 && !(g.nodes[m.nodes[q]].in[i] == Ref{c, k})) return false;
+        return true;
+    }
+
+    void step(size_t s) {
+        if (s == r.plan.size()) {
+            found.push_back(m);
+            return;
+        }
+        const Step& st = r.plan[s];
+        auto attempt = [&](int c) {
+            std::vector<int> bound;
+            if (assign(st.pnode, c, bound)) {
+                m.nodes[st.pnode] = c;
+                used[c] = 1;
+                step(s + 1);
+                used[c] = 0;
+                m.nodes[st.pnode] = -1;
+            }
+            for (int v : bound) m.vars[v] = Ref{};
+        };
+        switch (st.kind) {
+            case Step::ROOT:
+                if (r.src[st.pnode].type < static_cast<int>(by_type.size()))
+                    for (int c : by_type[r.src[st.pnode].type]) attempt(c);
+                break;
+            case Step::PRODUCER: {
+                const Ref& in = g.nodes[m.nodes[st.a]].in[st.b];
+                if (in.idx == r.src[st.a].in[st.b].idx) attempt(in.node);
+                break;
+            }
+            case Step::CONSUMER_VAR:
+            case Step::CONSUMER_NODE: {
+                Ref t = st.kind == Step::CONSUMER_VAR ? m.vars[st.a] : Ref{m.nodes[st.a], st.b};
+                for (int c : consumers[t.node]) {
+                    const auto& in = g.nodes[c].in;
+                    if (static_cast<int>(in.size()) > st.pos && in[st.pos] == t) attempt(c);
+                }
+                break;
+            }
+        }
+    }
+};
+
+void index_graph(const Graph& g, size_t ntypes, std::vector<std::vector<int>>& by_type,
+                 std::vector<std::vector<int>>& consumers) {
+    by_type.assign(ntypes, {});
+    consumers.assign(g.nodes.size(), {});
+    for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+        by_type[g.nodes[i].type].push_back(i);
+        for (const Ref& in : g.nodes[i].in) {
+            auto& c = consumers[in.node];
+            if (c.empty() || c.back() != i) c.push_back(i);
+        }
+    }
+}
+
+// A match is applicable only if every tensor it computes that is not replaced
+// by the target is used inside the match alone (else removing it breaks a user).
+bool internal_uses_ok(const Graph& g, const Rule& r, const Match& m,
+                      const std::vector<std::vector<int>>& consumers) {
+    for (size_t p = 0; p < r.src.size(); ++p) {
+        const int c = m.nodes[p];
+        for (int k = 0; k < static_cast<int>(g.nodes[c].out.size()); ++k) {
+            bool mapped = false;
+            for (const auto& [s, d] : r.outputs)
+                if (s.node == static_cast<int>(p) && s.idx == k) mapped = true;
+            if (mapped) continue;
+            for (const Ref& o : g.outputs)
+                if (o == Ref{c, k}) return false;
+            for (int u : consumers[c]) {
+                bool uses_k = false;
+                for (const Ref& in : g.nodes[u].in)
+                    if (in == Ref{c, k}) uses_k = true;
+                if (uses_k && std::find(m.nodes.begin(), m.nodes.end(), u) == m.nodes.end())
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+std::vector<Match> Core::matches(const Graph& g, int ri) const {
+    std::vector<std::vector<int>> by_type, consumers;
+    index_graph(g, kinds.size(), by_type, consumers);
+    std::vector<Match> all, ok;
+    Matcher(g, rules[ri], by_type, consumers, all).step(0);
+    for (auto& m : all)
+        if (internal_uses_ok(g, rules[ri], m, consumers)) ok.push_back(std::move(m));
+    return ok;
+}
+
+std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
+    const Rule& r = rules[ri];
+    const auto& dst_attrs = oracle.check(ri, g, r, m);
+    if (!dst_attrs) return std::nullopt;
+    std::vector<Node> raw = g.nodes;
+    const int n = static_cast<int>(raw.size());
+    for (size_t j = 0; j < r.dst.size(); ++j) {
+        Node nd;
+        nd.type = r.dst[j].type;
+        nd.attr = (*dst_attrs)[j];
+        std::vector<int> shapes;
+        for (const Ref& pin : r.dst[j].in) {
+            Ref t = pin.node < 0 ? m.vars[-1 - pin.node] : Ref{n + pin.node, pin.idx};
+            nd.in.push_back(t);
+            shapes.push_back(raw[t.node].out[t.idx]);
+        }
+        const NodeInfo& info = oracle.infer(nd.type, nd.attr, shapes);
+        if (!info.ok) return std::nullopt;
+        nd.out = info.out;
+        nd.cost = info.cost;
+        raw.push_back(std::move(nd));
+    }
+    // Redirect every use of a replaced source tensor to its target tensor.
+    std::vector<std::pair<Ref, Ref>> repl;
+    for (const auto& [s, d] : r.outputs) {
+        Ref from{m.nodes[s.node], s.idx}, to{n + d.node, d.idx};
+        if (d.node < 0) to = m.vars[-1 - d.node];
+        if (raw[from.node].out[from.idx] != raw[to.node].out[to.idx]) return std::nullopt;
+        repl.push_back({from, to});
+    }
+    auto redirect = [&](Ref& t) {
+        for (const auto& [from, to] : repl)
+            if (t == from) {
+                t = to;
+                return;
+            }
+    };
+    for (Node& nd : raw)
+        for (Ref& t : nd.in) redirect(t);
+    std::vector<Ref> outputs = g.outputs;
+    for (Ref& t : outputs) redirect(t);
+    return finalize(std::move(raw), std::move(outputs));
+}
+
+std::vector<std::pair<int, Graph>> Core::expand(const Graph& g) {
+    std::vector<std::pair<int, Graph>> out;
+    for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri)
+        for (const Match& m : matches(g, ri))
+            if (auto ng = apply(g, ri, m)) out.push_back({ri, std::move(*ng)});
+    return out;
+}
+
+// ---- search -------------------------------------------------------------------------
+SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
+
+    // Expanded graphs are kept (their children are rebuilt from them when popped);
+    // queued candidates are only a parent, a rule and a match.
+    struct Expanded {
+        Graph g;
+        int parent;
+        int rule;
+    };
+    struct Candidate {
+        double cost;
+        uint64_t seq;
+        int parent;
+        int rule;
+        Match m;
+    };
+    auto worse = [](const Candidate& a, const Candidate& b) {
+        return a.cost > b.cost || (a.cost == b.cost && a.seq > b.seq);
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> queue(worse);
+    std::vector<Expanded> expanded;
+    std::unordered_set<uint64_t> seen{g0.hash};
+    const int max_ops = static_cast<int>(opt.max_ops_factor * std::max(g0.num_ops, 1));
+
+    SearchResult res;
+    res.initial_cost = g0.cost;
+    res.best = g0;
+    int best_parent = -1, best_rule = -1;
+    uint64_t seq = 0;
+
+    auto expand_one = [&](int e) {
+        std::vector<std::vector<int>> by_type, consumers;
+        const Graph& g = expanded[e].g;
+        index_graph(g, kinds.size(), by_type, consumers);
+        for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri) {
+            std::vector<Match> found;
+            Matcher(g, rules[ri], by_type, consumers, found).step(0);
+            for (Match& m : found) {
+                if (!internal_uses_ok(g, rules[ri], m, consumers)) continue;
+                auto ng = apply(g, ri, m);
+                if (!ng || ng->num_ops > max_ops || !seen.insert(ng->hash).second) continue;
+                if (ng->cost < res.best.cost) {
+                    res.best = *ng;
+                    best_parent = e;
+                    best_rule = ri;
+                }
+                if (ng->cost < opt.alpha * res.best.cost)
+                    queue.push(Candidate{ng->cost, seq++, e, ri, std::move(m)});
+            }
+        }
+    };
+
+    expanded.push_back({g0, -1, -1});
+    expand_one(0);
+    res.expanded = 1;
+    while (!queue.empty() && res.expanded < opt.budget) {
+        if (opt.time_limit > 0 && elapsed() > opt.time_limit) break;
+        Candidate c = queue.top();
+        queue.pop();
+        if (c.cost >= opt.alpha * res.best.cost) continue;
+        auto g = apply(expanded[c.parent].g, c.rule, c.m);
+        if (!g) continue;  // cannot happen: it was built once already
+        expanded.push_back({std::move(*g), c.parent, c.rule});
+        expand_one(static_cast<int>(expanded.size()) - 1);
+        res.expanded++;
+        if (opt.progress && opt.progress_every > 0 && res.expanded % opt.progress_every == 0)
+            opt.progress(res.expanded, res.best.cost, queue.size());
+    }
+    res.budget_exhausted = !queue.empty();
+    res.generated = static_cast<int>(seen.size());
+    if (best_rule >= 0) {
+        res.applied.push_back(best_rule);
+        for (int e = best_parent; e > 0; e = expanded[e].parent) res.applied.push_back(expanded[e].rule);
+        std::reverse(res.applied.begin(), res.applied.end());
+    }
+    res.seconds = elapsed();
+    return res;
+}
+
+}  // namespace taso

@@ -1,0 +1,159 @@
+// The search core: graph store, canonical hashing, rule matching and
+// application, and TASO's cost-based backtracking search.
+//
+// The core knows no operator semantics. A node is (type id, attribute id, salt,
+// inputs); shapes are interned ids. Whatever needs meaning is asked of an
+// Oracle, once per distinct key: a new node's output shapes and cost, and
+// whether a structural match of a rule holds (attribute and shape constraints)
+// together with the target side's attribute ids.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace taso {
+
+// What a node type is, as far as structure goes.
+enum Kind : int {
+    COMPUTE = 0,   // an operator
+    INPUT = 1,     // an activation fed at run time
+    WEIGHT = 2,    // a constant with data
+    OPAQUE = 3,    // an operator no rule matches; never merged with another
+    CONSTGEN = 4,  // a constant generator (no inputs, weight-only)
+};
+
+struct Ref {
+    int node = -1;
+    int idx = 0;
+    bool operator==(const Ref& o) const { return node == o.node && idx == o.idx; }
+};
+
+struct Node {
+    int type = 0;
+    int attr = 0;
+    int64_t salt = 0;        // identity of sources and opaque nodes, 0 otherwise
+    std::vector<Ref> in;
+    std::vector<int> out;    // output shape ids
+    double cost = 0;
+    uint64_t hash = 0;
+    bool wonly = false;      // computable from weights alone
+};
+
+struct Graph {
+    std::vector<Node> nodes;  // topological order, no dead nodes, no duplicates
+    std::vector<Ref> outputs;
+    double cost = 0;
+    uint64_t hash = 0;
+    int num_ops = 0;          // nodes that are not graph sources
+};
+
+struct VecHash {
+    size_t operator()(const std::vector<int64_t>& v) const;
+};
+
+// A rule side's node: a type and inputs, each a variable (node < 0: variable
+// -1 - node) or an earlier node of the same side.
+struct PNode {
+    int type = 0;
+    std::vector<Ref> in;
+};
+
+// One step of a match plan: how to find the graph node for pattern node `pnode`.
+struct Step {
+    enum : int { ROOT, PRODUCER, CONSUMER_VAR, CONSUMER_NODE } kind = ROOT;
+    int pnode = 0;
+    int a = 0, b = 0;  // PRODUCER: consumer pnode a, input b; CONSUMER_VAR: var a;
+                       // CONSUMER_NODE: output b of pnode a
+    int pos = 0;       // CONSUMER_*: the input position of pnode that reads it
+};
+
+struct Rule {
+    int nvars = 0;
+    std::vector<PNode> src, dst;
+    std::vector<std::pair<Ref, Ref>> outputs;  // source tensor -> target tensor
+    std::vector<Step> plan;
+    // For each source pnode p: the (consumer pnode, input position, output) edges into p.
+    std::vector<std::vector<std::array<int, 3>>> uses;
+};
+
+struct Match {
+    std::vector<int> nodes;  // graph node per source pnode
+    std::vector<Ref> vars;   // graph tensor per variable
+};
+
+struct NodeInfo {
+    bool ok = false;
+    std::vector<int> out;
+    double cost = 0;
+};
+
+// The bridge to operator semantics (Python), memoized here.
+class Oracle {
+public:
+    using InferFn = std::function<std::optional<std::pair<std::vector<int>, double>>(
+        int type, int attr, const std::vector<int>& shapes)>;
+    using CheckFn = std::function<std::optional<std::vector<int>>(
+        int rule, const std::vector<int>& attrs, const std::vector<std::vector<int>>& outs,
+        const std::vector<int>& var_shapes, const std::vector<int>& var_wonly)>;
+
+    Oracle(InferFn infer, CheckFn check) : infer_(std::move(infer)), check_(std::move(check)) {}
+    const NodeInfo& infer(int type, int attr, const std::vector<int>& shapes);
+    const std::optional<std::vector<int>>& check(int rule, const Graph& g, const Rule& r,
+                                                 const Match& m);
+    size_t infer_calls = 0, check_calls = 0;
+
+private:
+    InferFn infer_;
+    CheckFn check_;
+    std::unordered_map<std::vector<int64_t>, NodeInfo, VecHash> infer_memo_;
+    std::unordered_map<std::vector<int64_t>, std::optional<std::vector<int>>, VecHash> check_memo_;
+};
+
+struct SearchOptions {
+    int budget = 1000;
+    double alpha = 1.05;
+    double max_ops_factor = 2.0;
+    double time_limit = 0;  // seconds; 0: none
+    int progress_every = 0;
+    std::function<void(int expanded, double best_cost, size_t queued)> progress;
+};
+
+struct SearchResult {
+    Graph best;
+    double initial_cost = 0;
+    int expanded = 0;
+    int generated = 0;          // distinct graphs seen
+    std::vector<int> applied;   // rule index per step from the input to the best graph
+    double seconds = 0;
+    bool budget_exhausted = false;
+};
+
+class Core {
+public:
+    Core(std::vector<int> kinds, Oracle::InferFn infer, Oracle::CheckFn check);
+
+    int add_rule(Rule r);  // computes the match plan; returns the rule index
+    // Finalize raw nodes (any order, inputs by raw index): topological order,
+    // dead-node removal, common-node merging, weight-only flags, cost, hash.
+    // nullopt on a cycle or a node the oracle rejects.
+    std::optional<Graph> finalize(std::vector<Node> raw, std::vector<Ref> outputs);
+    Graph build(std::vector<Node> raw, std::vector<Ref> outputs);  // throws on error
+
+    // Every structural match of rule `ri` that passes the outside-use check.
+    std::vector<Match> matches(const Graph& g, int ri) const;
+    std::optional<Graph> apply(const Graph& g, int ri, const Match& m);
+    // All one-step rewrites of g: (rule index, graph).
+    std::vector<std::pair<int, Graph>> expand(const Graph& g);
+
+    SearchResult search(const Graph& g, const SearchOptions& opt);
+
+    Oracle oracle;
+    std::vector<int> kinds;
+    std::vector<Rule> rules;
+};
+
+}  // namespace taso

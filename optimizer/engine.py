@@ -1,0 +1,238 @@
+"""The bridge between taso graphs and rules and the compiled search core.
+
+The core sees only integers: operator type ids, interned attribute ids and
+interned shape ids. This module owns those tables and answers the core's two
+questions, each once per distinct key (the core memoizes the answers):
+
+- `infer(type, attr, in_shapes)`: a new node's output shapes and cost, or None
+  when the operator rejects the shapes (the operator's own shape rule decides);
+- `check(rule, attrs, out_shapes, var_shapes, var_weight_only)`: whether a
+  structural match of a rule satisfies its attribute, shape and weight
+  constraints, and if so the target side's concrete attribute ids (symbolic
+  pattern attributes are resolved here, through `Op.resolve`).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from taso.ir import Graph, Node
+from taso.ops import OPS, ShapeError
+from taso.ops.base import freeze
+from taso.rules_db.rule import Rule, _concrete
+
+from . import _search
+from .cost import CostModel
+
+log = logging.getLogger("taso.optimizer")
+
+# Kinds as the core knows them (optimizer/csrc/core.h).
+COMPUTE, INPUT, WEIGHT, OPAQUE, CONSTGEN = range(5)
+_KIND = {"input": INPUT, "weight": WEIGHT, "opaque": OPAQUE}
+
+
+def op_kind(name: str) -> int:
+    if name in _KIND:
+        return _KIND[name]
+    return CONSTGEN if OPS[name].weight_only else COMPUTE
+
+
+class _Shaped:
+    """A shape posing as a tensor, for the rule schema's attribute resolution."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
+
+
+class Engine:
+    """Rules compiled into a search core, with the tables the core's ids index."""
+
+    def __init__(self, rules: Iterable[Rule], cost_model: CostModel):
+        self.cost_model = cost_model
+        self.type_names = sorted(OPS)
+        self.type_id = {n: i for i, n in enumerate(self.type_names)}
+        self.shapes: list[tuple[int, ...]] = []
+        self._shape_id: dict[tuple[int, ...], int] = {}
+        self.attrs: list[tuple[str, tuple]] = []
+        self._attr_id: dict[tuple[str, tuple], int] = {}
+        self._costs: dict[Any, float] = {}
+        # The core calls back through a weak reference: no cycle keeps either alive.
+        me = weakref.ref(self)
+        self.core = _search.Core([op_kind(n) for n in self.type_names],
+                                 lambda *a: me()._infer(*a), lambda *a: me()._check(*a))
+        self.rules: list[Rule] = []
+        self._vars: list[list[str]] = []
+        for r in rules:
+            self.add_rule(r)
+
+    # ---- tables ----------------------------------------------------------------
+    def shape_id(self, s: tuple[int, ...]) -> int:
+        s = tuple(int(d) for d in s)
+        i = self._shape_id.get(s)
+        if i is None:
+            i = self._shape_id[s] = len(self.shapes)
+            self.shapes.append(s)
+        return i
+
+    def attr_id(self, op: str, attrs: tuple) -> int:
+        key = (op, attrs)
+        i = self._attr_id.get(key)
+        if i is None:
+            i = self._attr_id[key] = len(self.attrs)
+            self.attrs.append(key)
+        return i
+
+    def op_cost(self, op: str, attrs: dict, shapes: list[tuple[int, ...]]) -> float:
+        """The cost model's answer, memoized per cost key."""
+        key = OPS[op].cost_key(attrs, shapes) if op != "opaque" else \
+            ("opaque", tuple(sorted(attrs.items())), tuple(shapes))
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = float(self.cost_model.op_cost(op, attrs, shapes))
+        return c
+
+    # ---- the core's questions -----------------------------------------------------
+    def _infer(self, type_id: int, attr: int, in_shapes: list[int]):
+        op, attrs = self.attrs[attr]
+        a = dict(attrs)
+        shapes = [self.shapes[s] for s in in_shapes]
+        try:
+            outs = OPS[op].out_shapes(a, shapes)
+        except (ShapeError, ValueError, TypeError, IndexError, KeyError):
+            return None
+        return [self.shape_id(s) for s in outs], self.op_cost(op, a, shapes)
+
+    def _check(self, ri: int, attr_ids: list[int], outs: list[list[int]],
+               var_shapes: list[int], var_wonly: list[int]):
+        rule, names = self.rules[ri], self._vars[ri]
+        env: dict[Any, _Shaped] = {}
+        for v, s, w in zip(names, var_shapes, var_wonly):
+            c = rule.vars.get(v, {})
+            shape = self.shapes[s]
+            if c.get("weight") and not w:
+                return None
+            if c.get("rank") is not None and len(shape) != c["rank"]:
+                return None
+            env[v] = _Shaped(shape)
+        for i, o in enumerate(outs):
+            for k, s in enumerate(o):
+                env[(i, k)] = _Shaped(self.shapes[s])
+        binds: dict[str, Any] = {}
+        try:
+            for i, pn in enumerate(rule.src):
+                actual = dict(self.attrs[attr_ids[i]][1])
+                if not _attrs_match(pn.op, pn.attrs, actual,
+                                    [env[r].shape for r in pn.inputs], env, binds):
+                    return None
+            denv: dict[Any, _Shaped] = {v: env[v] for v in names}
+            ids = []
+            for j, pn in enumerate(rule.dst):
+                op = OPS[pn.op]
+                in_shapes = [denv[r].shape for r in pn.inputs]
+                a = dict(op.make_attrs(**{k: _concrete(v, denv, binds)
+                                          for k, v in pn.attrs.items()}))
+                a = op.resolve(a, in_shapes)
+                for k, s in enumerate(op.out_shapes(a, in_shapes)):
+                    denv[(j, k)] = _Shaped(s)
+                ids.append(self.attr_id(pn.op, op.make_attrs(**a)))
+        except (ShapeError, KeyError, ValueError, TypeError, IndexError):
+            return None
+        if any(env[s].shape != denv[d].shape for s, d in rule.outputs):
+            return None
+        return ids
+
+    # ---- rules ------------------------------------------------------------------
+    def add_rule(self, rule: Rule) -> bool:
+        """Compile a rule into the core; False (and a debug line) if it uses an
+        operator this build does not have."""
+        unknown = {n.op for n in rule.src + rule.dst} - set(OPS)
+        if unknown:
+            log.debug("rule %s skipped: unknown operator(s) %s", rule.id, sorted(unknown))
+            return False
+        names = rule.variables()
+        vidx = {v: i for i, v in enumerate(names)}
+
+        def ref(r):
+            return (-1 - vidx[r], 0) if isinstance(r, str) else (int(r[0]), int(r[1]))
+
+        def side(nodes):
+            return [(self.type_id[n.op], [ref(r) for r in n.inputs]) for n in nodes]
+
+        self.core.add_rule(len(names), side(rule.src), side(rule.dst),
+                           [(ref(s), ref(d)) for s, d in rule.outputs])
+        self.rules.append(rule)
+        self._vars.append(names)
+        return True
+
+    # ---- graphs -------------------------------------------------------------------
+    def to_core(self, g: Graph):
+        """The core's copy of `g`. Sources and opaque nodes carry their node id
+        (+1) as identity, so no two are ever merged."""
+        nodes, index = [], {}
+        for n in g.topo_order():
+            salt = n.id + 1 if op_kind(n.op) in (INPUT, WEIGHT, OPAQUE) else 0
+            nodes.append((self.type_id[n.op], self.attr_id(n.op, n.attrs), salt,
+                          [(index[p], i) for p, i in n.inputs]))
+            index[n.id] = len(nodes) - 1
+        return self.core.build(nodes, [(index[p], i) for p, i in g.outputs])
+
+    def from_core(self, cg, original: Graph) -> Graph:
+        """A taso Graph for the core graph `cg`, whose sources are `original`'s.
+        Every graph input is kept, in the original order, used or not."""
+        g = Graph()
+        by_salt = {n.id + 1: n for n in original.nodes.values()
+                   if op_kind(n.op) in (INPUT, WEIGHT, OPAQUE)}
+        copied: dict[int, int] = {}
+        for n in original.inputs:
+            copied[n.id] = _copy_source(g, n, [])
+        ids: list[int] = []
+        for t, a, salt, ins in cg.nodes:
+            inputs = [g.tensor((ids[p], i)) for p, i in ins]
+            if salt:
+                src = by_salt[salt]
+                nid = copied[src.id] if src.id in copied else _copy_source(g, src, inputs)
+            else:
+                op, attrs = self.attrs[a]
+                nid = g.add_node(op, inputs, **dict(attrs))[0].node
+            ids.append(nid)
+        for (p, i), name in zip(cg.outputs, original.output_names):
+            g.mark_output(g.tensor((ids[p], i)), name)
+        return g
+
+
+def _copy_source(g: Graph, n: Node, inputs) -> int:
+    return g.add_node(n.op, inputs, name=n.name, data=n.data, **dict(n.attrs))[0].node
+
+
+def _attrs_match(op_name: str, pattern: dict, actual: dict, in_shapes, env, binds) -> bool:
+    """Does a node's attribute dict satisfy a source pattern's? Unspecified
+    attributes must have their default (required ones match anything); "?x"
+    binds or must equal its binding; the rest are compared after the operator
+    resolves symbolic values (e.g. "same" pads) for these input shapes."""
+    op = OPS[op_name]
+    full = {k: pattern[k] if k in pattern else d for k, d in op.attrs.items()
+            if k in pattern or d is not None}
+    for k, pv in full.items():
+        if not _bind(pv, actual.get(k), binds):
+            return False
+    concrete = {k: _concrete(v, env, binds) for k, v in full.items()}
+    want = op.resolve({**actual, **concrete}, in_shapes)
+    have = op.resolve(dict(actual), in_shapes)
+    return all(freeze(want[k]) == freeze(have[k]) for k in full)
+
+
+def _bind(pv: Any, av: Any, binds: dict) -> bool:
+    if isinstance(pv, str) and pv.startswith("?"):
+        name, av = pv[1:], freeze(av)
+        if name in binds:
+            return binds[name] == av
+        binds[name] = av
+        return True
+    if isinstance(pv, tuple) and isinstance(av, tuple) and len(pv) == len(av):
+        return all(_bind(p, a, binds) for p, a in zip(pv, av))
+    return True
