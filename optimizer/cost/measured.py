@@ -25,17 +25,22 @@ from .cache import CostCache
 OVERHEAD_KEY = ("run-overhead",)
 
 
+# Operator inputs that are a layer's parameters in every model we know of.
+PARAMETER_INPUTS = ("w", "scale", "bias", "mean", "var")
+
+
 def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
-    """Which inputs are constants when the caller does not say: the kernel of a
-    convolution, and the right operand of a matrix product when it is a plain
-    matrix (a layer's weight; batched right operands are activations, as in
-    attention)."""
-    consts = [False] * len(shapes)
-    if op == "conv2d":
-        consts[1] = True
-    elif op == "matmul" and len(shapes[1]) == 2:
-        consts[1] = True
-    return tuple(consts)
+    """Which inputs are constants when the caller does not say: a layer's
+    parameters (a convolution's kernel, a normalization's scale, bias and
+    statistics), a GEMM's operands after the first, and the right operand of a
+    matrix product when it is a plain matrix (batched right operands are
+    activations, as in attention)."""
+    names = get_op(op).inputs
+    if op == "gemm":
+        return tuple(i > 0 for i in range(len(shapes)))
+    if op == "matmul":
+        return (False, len(shapes[1]) == 2)
+    return tuple(i < len(names) and names[i] in PARAMETER_INPUTS for i in range(len(shapes)))
 
 
 def open_cache(cache: CostCache | str | os.PathLike | bool | None) -> CostCache | None:

@@ -1,0 +1,220 @@
+"""End-to-end speed: every model builder, four versions of each, timed in onnxruntime.
+
+    python bench/e2e.py [--models resnet50,bert_base] [--cost-model ort] [--threads 1]
+
+For each model of `taso.models.ALL` this exports the original graph, runs
+onnx-simplifier and onnxoptimizer on that export and taso's search on the graph,
+checks every version computes the original's outputs, and times all four in
+one onnxruntime configuration (ORT_ENABLE_ALL, sequential, the stated threads)
+interleaved round by round, so that load on the machine hits every column
+alike; each latency is the median over rounds. It reports the speedup of each
+version over the original, the search time and the cost-measurement time apart,
+and the cost model's predicted latency against the measured one. Output: a
+markdown table, a JSON record and a bar chart under bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from taso.optimizer.cost.factory import make_cost_model
+from taso.optimizer.cost.ort import Runner, cpu_name, default_threads, make_session, time_runs
+
+import taso
+
+RESULTS = Path(__file__).resolve().parent / "results"
+COLUMNS = ("original", "onnxsim", "onnxoptimizer", "taso")
+
+# Tensat's published speedups over the original graph (its Table 2, relative
+# gain), the bar this project sets itself.
+TENSAT_GAIN = {"bert_base": 0.09, "resnext50": 0.09, "nasnet_a": 0.07, "nasrnn": 0.69,
+               "inception_v3": 0.10, "squeezenet": 0.25}
+
+
+def model_builders() -> dict[str, Any]:
+    from taso.models import ALL
+
+    if isinstance(ALL, dict):
+        return dict(ALL)
+    return {fn.__name__: fn for fn in ALL}
+
+
+def simplified(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxsim
+
+    out, _ = onnxsim.simplify(model, check_n=0)
+    return out
+
+
+def onnxoptimized(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxoptimizer
+
+    return onnxoptimizer.optimize(model)
+
+
+def run_taso(graph, cost_model, alpha: float, budget: int):
+    """The optimized graph, the seconds spent searching and the seconds spent
+    measuring costs (apart)."""
+    measured_before = getattr(cost_model, "measure_seconds", 0.0)
+    start = time.perf_counter()
+    result = taso.optimize(graph, alpha=alpha, budget=budget, cost_model=cost_model)
+    total = time.perf_counter() - start
+    measuring = getattr(cost_model, "measure_seconds", 0.0) - measured_before
+    best = getattr(result, "graph", result)
+    return best, total - measuring, measuring
+
+
+def check_same_outputs(ref: list[np.ndarray], got: list[np.ndarray], label: str) -> float:
+    """Largest difference relative to the output's scale; fails loudly past 1e-3."""
+    worst = 0.0
+    for r, g in zip(ref, got):
+        scale = max(float(np.abs(r).max()), 1.0)
+        worst = max(worst, float(np.abs(r - g).max()) / scale)
+    if worst > 1e-3:
+        raise AssertionError(f"{label}: outputs differ from the original's (rel {worst:.2e})")
+    return worst
+
+
+def time_interleaved(runners: dict[str, Runner], rounds: int, per_round: int) -> dict[str, float]:
+    """Median milliseconds per column; each round runs every column in turn, the
+    starting column rotating from round to round."""
+    names = list(runners)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for name in names:  # warm-up: first runs allocate and page in
+        time_runs(runners[name], warmup=2, repeats=1)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name] += time_runs(runners[name], warmup=0, repeats=per_round)
+    return {n: statistics.median(s) for n, s in samples.items()}
+
+
+def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
+    graph = builder()
+    models = {"original": taso.export_onnx(graph)}
+    models["onnxsim"] = simplified(models["original"])
+    models["onnxoptimizer"] = onnxoptimized(models["original"])
+    best, search_s, measure_s = run_taso(graph, cost_model, args.alpha, args.budget)
+    models["taso"] = taso.export_onnx(best)
+
+    feeds = {k: v for k, v in graph.random_inputs(seed=0).items()}
+    runners, outputs = {}, {}
+    for col in COLUMNS:
+        sess = make_session(models[col], args.threads)
+        names = [i.name for i in sess.get_inputs()]
+        outputs[col] = sess.run(None, {n: feeds[n] for n in names})
+        runners[col] = Runner(sess, {n: feeds[n] for n in names})
+    errors = {col: check_same_outputs(outputs["original"], outputs[col], f"{name}/{col}")
+              for col in COLUMNS[1:]}
+    latency = time_interleaved(runners, args.rounds, args.per_round)
+
+    row: dict[str, Any] = {
+        "model": name, "ops_before": graph.num_ops(), "ops_after": best.num_ops(),
+        "latency_ms": latency,
+        "speedup": {c: latency["original"] / latency[c] for c in COLUMNS},
+        "max_rel_error": errors, "search_s": search_s, "measure_s": measure_s,
+    }
+    predict = getattr(cost_model, "predict_latency", None)
+    if predict is not None:
+        row["predicted_ms"] = {"original": predict(graph), "taso": predict(best)}
+        row["prediction_error"] = {c: row["predicted_ms"][c] / latency[c] - 1
+                                   for c in ("original", "taso")}
+    if hasattr(cost_model, "save"):
+        cost_model.save()
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], header: str) -> str:
+    lines = [header, "",
+             "| model | ops before → after | original ms | onnxsim | onnxoptimizer | taso "
+             "| Tensat's gain | search s | measure s | predicted (orig / taso) ms "
+             "| prediction error (orig / taso) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lat, sp = r["latency_ms"], r["speedup"]
+        cell = {c: f"{lat[c]:.2f} ms ×{sp[c]:.2f}" for c in COLUMNS[1:]}
+        tensat = f"+{TENSAT_GAIN[r['model']]:.0%}" if r["model"] in TENSAT_GAIN else "—"
+        pred = r.get("predicted_ms")
+        err = r.get("prediction_error")
+        lines.append(
+            f"| {r['model']} | {r['ops_before']} → {r['ops_after']} | {lat['original']:.2f} "
+            f"| {cell['onnxsim']} | {cell['onnxoptimizer']} | {cell['taso']} | {tensat} "
+            f"| {r['search_s']:.1f} | {r['measure_s']:.1f} "
+            + (f"| {pred['original']:.2f} / {pred['taso']:.2f} "
+               f"| {err['original']:+.0%} / {err['taso']:+.0%} |" if pred else "| — | — |"))
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["model"] for r in rows]
+    x = np.arange(len(names))
+    width = 0.27
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) + 2), 4))
+    for i, col in enumerate(COLUMNS[1:]):
+        ax.bar(x + (i - 1) * width, [r["speedup"][col] for r in rows], width, label=col)
+    tensat = [1 + TENSAT_GAIN.get(n, np.nan) for n in names]
+    ax.scatter(x + width, tensat, marker="_", s=400, color="black", zorder=3,
+               label="Tensat (published)")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xticks(x, names, rotation=20)
+    ax.set_ylabel("speedup over the original (onnxruntime)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="", help="comma-separated names (default: all)")
+    p.add_argument("--cost-model", default="ort")
+    p.add_argument("--cost-cache", default=None, help="cost cache file (default: user cache)")
+    p.add_argument("--memory-weight", type=float, default=0.0)
+    p.add_argument("--threads", type=int, default=default_threads())
+    p.add_argument("--alpha", type=float, default=1.05)
+    p.add_argument("--budget", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--per-round", type=int, default=1)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+
+    builders = model_builders()
+    wanted = [m for m in args.models.split(",") if m] or list(builders)
+    cost_model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
+                                 memory_weight=args.memory_weight, threads=args.threads)
+    header = (f"onnxruntime {__import__('onnxruntime').__version__}, ORT_ENABLE_ALL in every "
+              f"column, {args.threads} intra-op thread(s), {cpu_name()}; cost model "
+              f"{cost_model.name} ({cost_model.device}); alpha {args.alpha}, budget "
+              f"{args.budget}; median of {args.rounds} interleaved rounds.")
+    rows = []
+    for name in wanted:
+        print(f"[e2e] {name} ...", file=sys.stderr, flush=True)
+        rows.append(bench_model(name, builders[name], cost_model, args))
+        r = rows[-1]
+        print(f"[e2e] {name}: original {r['latency_ms']['original']:.2f} ms, taso "
+              f"×{r['speedup']['taso']:.3f}, search {r['search_s']:.1f} s, measure "
+              f"{r['measure_s']:.1f} s", file=sys.stderr, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "e2e.md").write_text(markdown(rows, header))
+    (args.out / "e2e.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1))
+    plot(rows, args.out / "e2e.png", f"onnxruntime {args.threads}-thread CPU latency, "
+         f"{cpu_name()}; cost model {cost_model.name}")
+    print(markdown(rows, header))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
