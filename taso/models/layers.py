@@ -1,0 +1,146 @@
+"""Layers the model builders share, written with the builder API only.
+
+Weights are random but scaled so activations stay O(1) through deep models
+(float32 comparisons against onnxruntime then mean something): convolution and
+dense kernels use He-style scales, batch-norm scales and shifts sit near 1 and
+0, and `calibrate_batchnorm` sets each batch norm's mean and variance to the
+statistics of what reaches it, as training would. All randomness comes from the
+graph's seeded generator, so a model is a function of its arguments and seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from taso.ir import Graph, Tensor
+from taso.ops import get_op
+
+
+def _rng(g: Graph) -> np.random.Generator:
+    return g._rng  # the graph's seeded generator, the one new_weight draws from
+
+
+def _pair(v: int | Sequence[int]) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def scaled(channels: int, width: float) -> int:
+    """A channel count times a width multiplier, at least 1."""
+    return max(1, int(round(channels * width)))
+
+
+def conv(g: Graph, x: Tensor, out_channels: int, kernel: int | Sequence[int],
+         stride: int | Sequence[int] = 1, padding: str | Sequence[int] | None = None,
+         groups: int = 1, gain: float = 2.0) -> Tensor:
+    """A bias-free convolution. `padding` None means k // 2 on each side (the
+    PyTorch convention for odd kernels); "same"/"valid" or explicit ONNX pads
+    also work. `gain` 2 suits inputs after a ReLU, 1 a linear input."""
+    kh, kw = _pair(kernel)
+    if padding is None:
+        padding = (kh // 2, kw // 2, kh // 2, kw // 2)
+    fan_in = x.shape[1] // groups * kh * kw
+    w = g.new_weight((out_channels, x.shape[1] // groups, kh, kw),
+                     scale=(gain / fan_in) ** 0.5)
+    return g.conv2d(x, w, strides=_pair(stride), padding=padding, groups=groups)
+
+
+def batchnorm(g: Graph, x: Tensor, gamma: float = 1.0, epsilon: float = 1e-5) -> Tensor:
+    """Inference batch norm with parameters near the identity; `gamma` scales the
+    learned scale (a small gamma on a residual branch keeps deep sums O(1))."""
+    c, r = x.shape[1], _rng(g)
+
+    def param(values: np.ndarray) -> Tensor:
+        return g.new_weight((c,), data=values.astype(np.float32))
+
+    return g.batchnorm(x, param(gamma * r.uniform(0.8, 1.2, c)), param(r.normal(0, 0.1, c)),
+                       param(r.normal(0, 0.1, c)), param(r.uniform(0.8, 1.2, c)),
+                       epsilon=epsilon)
+
+
+def activation(g: Graph, x: Tensor, act: str | None) -> Tensor:
+    if act is None:
+        return x
+    if act == "relu":
+        return g.relu(x)
+    if act == "relu6":
+        return g.clip(x, 0.0, 6.0)
+    raise ValueError(f"unknown activation {act!r}")
+
+
+def conv_bn(g: Graph, x: Tensor, out_channels: int, kernel: int | Sequence[int],
+            stride: int | Sequence[int] = 1, padding: str | Sequence[int] | None = None,
+            groups: int = 1, act: str | None = "relu", gamma: float = 1.0,
+            epsilon: float = 1e-5, gain: float = 2.0) -> Tensor:
+    """Convolution, batch norm, then an activation ("relu", "relu6" or None)."""
+    y = conv(g, x, out_channels, kernel, stride, padding, groups, gain)
+    return activation(g, batchnorm(g, y, gamma, epsilon), act)
+
+
+def bias(g: Graph, x: Tensor, axis: int = -1) -> Tensor:
+    """Add a learned bias along `axis` (broadcast over the other axes)."""
+    shape = [1] * len(x.shape)
+    shape[axis] = x.shape[axis]
+    if axis in (-1, len(x.shape) - 1):
+        shape = shape[-1:]
+    return g.add(x, g.new_weight(shape, scale=0.1))
+
+
+def conv_bias(g: Graph, x: Tensor, out_channels: int, kernel: int | Sequence[int],
+              stride: int | Sequence[int] = 1, padding: str | Sequence[int] | None = None,
+              act: str | None = "relu") -> Tensor:
+    """Convolution with a per-channel bias (as an add), then an activation."""
+    return activation(g, bias(g, conv(g, x, out_channels, kernel, stride, padding), axis=1),
+                      act)
+
+
+def dense(g: Graph, x: Tensor, out_features: int, use_bias: bool = True,
+          gain: float = 1.0) -> Tensor:
+    """x @ W (+ b) over the last axis; a matmul (batched for rank > 2)."""
+    w = g.new_weight((x.shape[-1], out_features), scale=(gain / x.shape[-1]) ** 0.5)
+    y = g.matmul(x, w)
+    return bias(g, y) if use_bias else y
+
+
+def classifier(g: Graph, x: Tensor, classes: int = 1000) -> Tensor:
+    """Global average pool, flatten, and a fully connected layer (Gemm with bias)."""
+    x = g.flatten(g.global_avgpool(x), 1)
+    w = g.new_weight((x.shape[1], classes), scale=(1.0 / x.shape[1]) ** 0.5)
+    return g.gemm(x, w, g.new_weight((classes,), scale=0.1))
+
+
+def calibrate_batchnorm(g: Graph, seed: int = 0) -> Graph:
+    """Set every batch norm's mean and variance to the statistics of its input on
+    seeded random graph inputs, in one pass in evaluation order (each batch norm
+    sees the already calibrated ones before it). Statistics are per channel over
+    the batch and spatial axes; with fewer than 16 values per channel they are
+    pooled over the whole tensor. A variance floor keeps dead channels from
+    amplifying other inputs."""
+    feeds = g.random_inputs(seed)
+    vals: dict[int, list[np.ndarray]] = {}
+    for n in g.topo_order():
+        if n.op == "input":
+            vals[n.id] = [feeds[n.name]]
+            continue
+        if n.op == "weight":
+            vals[n.id] = [n.data]
+            continue
+        xs = [vals[p][i] for p, i in n.inputs]
+        if n.op == "batchnorm":
+            x = xs[0].astype(np.float64)
+            c = x.shape[1]
+            if x.size // c >= 16:
+                axes = (0, *range(2, x.ndim))
+                mean, var = x.mean(axis=axes), x.var(axis=axes)
+            else:
+                mean, var = np.full(c, x.mean()), np.full(c, x.var())
+            var = np.maximum(var, 0.01 * var.mean() + 1e-6)
+            for k, v in ((3, mean), (4, var)):
+                src = g.nodes[n.inputs[k][0]]
+                if src.op != "weight":
+                    raise ValueError("batch norm statistics must be weights to calibrate")
+                src.data = v.astype(np.float32)
+                xs[k] = src.data
+        vals[n.id] = get_op(n.op).run_ref(n.a, xs)
+    return g
