@@ -19,10 +19,11 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from taso.rules_db.rule import Rule, _concrete
+
 from taso.ir import Graph, Node
 from taso.ops import OPS, ShapeError
 from taso.ops.base import freeze
-from taso.rules_db.rule import Rule, _concrete
 
 from . import _search
 from .cost import CostModel
@@ -191,7 +192,7 @@ class Engine:
         for n in original.inputs:
             copied[n.id] = _copy_source(g, n, [])
         ids: list[int] = []
-        for t, a, salt, ins in cg.nodes:
+        for _type, a, salt, ins in cg.nodes:
             inputs = [g.tensor((ids[p], i)) for p, i in ins]
             if salt:
                 src = by_salt[salt]

@@ -1,0 +1,70 @@
+"""The equivalence check: the original and the optimized model, exported to
+ONNX, run in onnxruntime on the same random inputs.
+
+Stated tolerance: every output element must satisfy
+|optimized - original| <= ATOL + RTOL * |original| (float32 reassociation and
+folded batch norms change rounding, nothing more).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from taso.ir import Graph
+
+ATOL = 1e-3
+RTOL = 1e-3
+
+
+class EquivalenceError(RuntimeError):
+    """The optimized model computes something else than the original."""
+
+
+def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    # Run the graph as written: onnxruntime's own rewrites are not under test.
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
+    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+
+
+def check_equivalence(original: Graph | onnx.ModelProto, optimized: Graph | onnx.ModelProto,
+                      feeds: dict[str, np.ndarray] | None = None, seed: int = 0,
+                      atol: float = ATOL, rtol: float = RTOL) -> float:
+    """The largest absolute difference over all outputs; raises
+    EquivalenceError when an element is outside the tolerance."""
+    from taso.onnx_io import export_onnx
+
+    if feeds is None:
+        if not isinstance(original, Graph):
+            raise ValueError("feeds are required when the original is an ONNX model")
+        feeds = original.random_inputs(seed)
+    a = run_onnx(original if isinstance(original, onnx.ModelProto) else export_onnx(original),
+                 feeds)
+    b = run_onnx(optimized if isinstance(optimized, onnx.ModelProto)
+                 else export_onnx(optimized), feeds)
+    if len(a) != len(b):
+        raise EquivalenceError(f"{len(a)} outputs before, {len(b)} after")
+    worst = 0.0
+    for k, (x, y) in enumerate(zip(a, b)):
+        if x.shape != y.shape:
+            raise EquivalenceError(f"output {k}: shape {x.shape} became {y.shape}")
+        if x.dtype.kind in "fc":
+            diff = np.abs(y.astype(np.float64) - x.astype(np.float64))
+            bad = ~(diff <= atol + rtol * np.abs(x.astype(np.float64)))
+            err = float(diff.max()) if diff.size else 0.0
+        else:
+            bad = x != y
+            err = float(bad.any())
+        worst = max(worst, err)
+        if bad.any():
+            raise EquivalenceError(
+                f"output {k}: max error {err:.3g} beyond tolerance "
+                f"(atol {atol:g}, rtol {rtol:g}) at {int(bad.sum())} element(s)")
+    return worst

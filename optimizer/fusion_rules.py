@@ -1,0 +1,155 @@
+"""The hand-written rewrites real models need, stated as rules (rules_db/fusion.json
+is written from here: `python -m taso.optimizer.fusion_rules`), so the
+verifier proves them like any generated rule:
+
+- conv + bias add, conv + batch norm  ->  conv2d_bias with folded parameters;
+- conv / matmul + activation          ->  the fused activation;
+- parallel convs sharing an input     ->  one conv over concatenated kernels
+  (the smaller kernel enlarged when sizes differ), split after;
+- parallel matmuls sharing an input   ->  one matmul, split after;
+- a grouped conv                      ->  one with half the groups (MERGE_GCONV).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from taso.rules_db import PNode, Rule, RuleSet
+
+CONV_VARS = {"strides": "?s", "pads": "?p", "dilations": "?d", "groups": "?g"}
+ACTS = ("relu", "sigmoid", "tanh")
+GROUPS = (2, 4, 8, 16, 32, 64)
+
+
+def _dim(ref, axis: int) -> dict:
+    return {"dim": [ref, axis]}
+
+
+def _rule(rid: str, src: list[PNode], dst: list[PNode], outputs, **vars_) -> Rule:
+    r = Rule(rid, src, dst, [tuple(o) for o in outputs],
+             provenance={"source": "hand-written", "module": "taso.optimizer.fusion_rules"})
+    r.vars = {v: dict(vars_.get(v, {})) for v in r.variables()}
+    return r
+
+
+W = {"weight": True}
+
+
+def bias_rules() -> list[Rule]:
+    conv = dict(CONV_VARS, activation="none")
+    bn = {"epsilon": "?e"}
+    return [
+        _rule("fusion-conv-bias",
+              [PNode("conv2d", ["x", "w"], conv),
+               PNode("reshape", ["b"], {"shape": [1, _dim("w", 0), 1, 1]}),
+               PNode("add", [(0, 0), (1, 0)])],
+              [PNode("conv2d_bias", ["x", "w", "b"], conv)],
+              [[(2, 0), (0, 0)]], x={"rank": 4}, b={"rank": 1, "weight": True}),
+        _rule("fusion-conv-batchnorm",
+              [PNode("conv2d", ["x", "w"], conv),
+               PNode("batchnorm", [(0, 0), "scale", "bias", "mean", "var"], bn)],
+              [PNode("bn_kernel", ["w", "scale", "var"], bn),
+               PNode("bn_bias", ["scale", "bias", "mean", "var"], bn),
+               PNode("conv2d_bias", ["x", (0, 0), (1, 0)], conv)],
+              [[(1, 0), (2, 0)]], x={"rank": 4}, w=W, scale=W, bias=W, mean=W, var=W),
+        _rule("fusion-conv-bias-batchnorm",
+              [PNode("conv2d_bias", ["x", "w", "b"], conv),
+               PNode("batchnorm", [(0, 0), "scale", "bias", "mean", "var"], bn)],
+              [PNode("sub", ["mean", "b"]),
+               PNode("bn_kernel", ["w", "scale", "var"], bn),
+               PNode("bn_bias", ["scale", "bias", (0, 0), "var"], bn),
+               PNode("conv2d_bias", ["x", (1, 0), (2, 0)], conv)],
+              [[(1, 0), (3, 0)]], x={"rank": 4}, w=W, b=W, scale=W, bias=W, mean=W, var=W),
+    ]
+
+
+def activation_rules() -> list[Rule]:
+    rules = []
+    for act in ACTS:
+        for op, ins in (("conv2d", ["x", "w"]), ("conv2d_bias", ["x", "w", "b"]),
+                        ("matmul", ["x", "w"])):
+            lin = dict(CONV_VARS) if op != "matmul" else {}
+            rules.append(_rule(
+                f"fusion-{op}-{act}",
+                [PNode(op, ins, dict(lin, activation="none")), PNode(act, [(0, 0)])],
+                [PNode(op, ins, dict(lin, activation=act))],
+                [[(1, 0), (0, 0)]]))
+    return rules
+
+
+def merge_rules() -> list[Rule]:
+    rules = []
+    for op, has_bias in (("conv2d", False), ("conv2d_bias", True)):
+        a = dict(CONV_VARS, groups=1, activation="?a")
+        ins1, ins2 = (["x", "w1", "b1"], ["x", "w2", "b2"]) if has_bias else \
+            (["x", "w1"], ["x", "w2"])
+        bias_cat = [PNode("concat", ["b1", "b2"], {"axis": 0})] if has_bias else []
+        kb = len(bias_cat)
+
+        def merged(kernel_node: list[PNode], attrs: dict, op=op, bias_cat=bias_cat, kb=kb):
+            k = len(kernel_node) - 1  # index of the merged kernel
+            cat = [*kernel_node, *[PNode(b.op, b.inputs, b.attrs) for b in bias_cat]]
+            ins = ["x", (k, 0)] + ([(k + 1, 0)] if kb else [])
+            n = len(cat)
+            return cat + [PNode(op, ins, attrs),
+                          PNode("split", [(n, 0)], {"axis": 1,
+                                                     "sizes": [_dim("w1", 0), _dim("w2", 0)]})]
+
+        dst = merged([PNode("concat", ["w1", "w2"], {"axis": 0})], a)
+        s = len(dst) - 1
+        rules.append(_rule(f"fusion-merge-{op}", [PNode(op, ins1, a), PNode(op, ins2, a)], dst,
+                           [[(0, 0), (s, 0)], [(1, 0), (s, 1)]], x={"rank": 4}))
+        same = {"strides": [1, 1], "pads": "same", "dilations": [1, 1], "groups": 1,
+                "activation": "?a"}
+        dst = merged([PNode("enlarge", ["w1"], {"kernel": [_dim("w2", 2), _dim("w2", 3)]}),
+                      PNode("concat", [(0, 0), "w2"], {"axis": 0})], same)
+        s = len(dst) - 1
+        rules.append(_rule(f"fusion-merge-{op}-enlarge",
+                           [PNode(op, ins1, same), PNode(op, ins2, same)], dst,
+                           [[(0, 0), (s, 0)], [(1, 0), (s, 1)]], x={"rank": 4}))
+    for rank in (2, 3):
+        act = {"activation": "?a"}
+        rules.append(_rule(
+            f"fusion-merge-matmul-rank{rank}",
+            [PNode("matmul", ["x", "w1"], act), PNode("matmul", ["x", "w2"], act)],
+            [PNode("concat", ["w1", "w2"], {"axis": 1}),
+             PNode("matmul", ["x", (0, 0)], act),
+             PNode("split", [(1, 0)], {"axis": rank - 1,
+                                       "sizes": [_dim("w1", 1), _dim("w2", 1)]})],
+            [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
+            x={"rank": rank}, w1={"rank": 2}, w2={"rank": 2}))
+    return rules
+
+
+def group_rules() -> list[Rule]:
+    rules = []
+    for op, ins in (("conv2d", ["x", "w"]), ("conv2d_bias", ["x", "w", "b"])):
+        for g in GROUPS:
+            a = dict(CONV_VARS, groups=g, activation="?a")
+            rules.append(_rule(
+                f"fusion-merge-gconv-{op}-{g}",
+                [PNode(op, ins, a)],
+                [PNode("merge_gconv", ["w"], {"groups": g, "count": 2}),
+                 PNode(op, ["x", (0, 0), *ins[2:]], dict(a, groups=g // 2))],
+                [[(0, 0), (1, 0)]], x={"rank": 4}))
+    return rules
+
+
+def fusion_rules() -> RuleSet:
+    rules = bias_rules() + activation_rules() + merge_rules() + group_rules()
+    return RuleSet(rules, name="fusion",
+                   provenance={"source": "hand-written", "module": __name__})
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    path = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent / "rules_db" / \
+        "fusion.json"
+    fusion_rules().save(path)
+    print(f"wrote {len(fusion_rules())} rules to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""`optimize`: the cost-based search over a graph, end to end.
+
+Rules are compiled into the C++ core once per run; a large graph is cut into
+pieces at narrow points (identical pieces are searched once); each piece is
+searched by TASO's backtracking (priority queue by cost, alpha relaxation, a
+budget of expanded graphs, hash dedup, op-count cap); the pieces are joined and
+weight-only subgraphs folded into initializers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taso.rules_db import SHIPPED, Rule, RuleSet, load
+
+from taso.ir import Graph
+
+from .cost import CostModel, get_cost_model
+from .engine import Engine
+from .fold import fold_weights
+from .partition import join, piece_key, split_graph
+
+log = logging.getLogger("taso.optimizer")
+
+DEFAULTS: dict[str, Any] = {"budget": 1000, "alpha": 1.05}
+# Pieces of a partitioned graph: at least MIN, at most MAX operators.
+PIECE_MIN_OPS, PIECE_MAX_OPS = 20, 60
+
+
+def set_search_budget(n: int) -> None:
+    """Default number of graphs the search expands (per piece)."""
+    if n < 1:
+        raise ValueError("the search budget must be at least 1")
+    DEFAULTS["budget"] = int(n)
+
+
+def set_cost_threshold(alpha: float) -> None:
+    """Default alpha: graphs up to alpha times the best cost are still expanded."""
+    if alpha < 1.0:
+        raise ValueError("alpha must be >= 1")
+    DEFAULTS["alpha"] = float(alpha)
+
+
+def enable_debug_logging() -> None:
+    configure_logging(logging.DEBUG)
+
+
+def configure_logging(level: int | str | None = None) -> None:
+    """Log level from the argument, else TASO_DEBUG=1 (debug) or TASO_LOG_LEVEL."""
+    if level is None:
+        if os.environ.get("TASO_DEBUG", "") not in ("", "0"):
+            level = logging.DEBUG
+        else:
+            level = os.environ.get("TASO_LOG_LEVEL", "").upper() or None
+    if level is None:
+        return
+    logger = logging.getLogger("taso")
+    logger.setLevel(level)
+    if not logger.handlers:
+        h = logging.StreamHandler()
+        h.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+        logger.addHandler(h)
+
+
+configure_logging()
+
+
+# ---- rules -------------------------------------------------------------------------
+def shipped_rule_files() -> list[Path]:
+    return sorted(SHIPPED.glob("*.json"))
+
+
+def resolve_rules(rules: Any = None, unverified: bool = False) -> list[Rule]:
+    """The rules to search with. None: the shipped rule sets (rules_db/*.json);
+    a path or a list of paths: those files; a RuleSet or Rules: as given. Rules
+    read from files count only when proved, unless `unverified`."""
+    if rules is None:
+        rules = shipped_rule_files()
+    if isinstance(rules, (str, Path)):
+        rules = [rules]
+    if isinstance(rules, RuleSet):
+        return list(rules)
+    out: list[Rule] = []
+    for item in rules:
+        if isinstance(item, Rule):
+            out.append(item)
+        elif isinstance(item, RuleSet):
+            out.extend(item)
+        else:
+            rs = load(item)
+            out.extend(rs if unverified else rs.proved())
+    return out
+
+
+# ---- the report ----------------------------------------------------------------------
+@dataclass
+class SearchReport:
+    graph: Graph
+    cost_before: float
+    cost_after: float
+    rules_applied: dict[str, int]
+    explored: int  # graphs expanded
+    generated: int  # distinct graphs seen
+    seconds: float
+    pieces: int = 1
+    distinct_pieces: int = 1
+    num_rules: int = 0
+    cost_model: str = ""
+    max_error: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("graph", "extra")}
+        d["ops_before"] = self.extra.get("ops_before")
+        d["ops_after"] = self.graph.num_ops()
+        return d
+
+
+# ---- the search ------------------------------------------------------------------------
+def run_search(graph: Graph, alpha: float | None = None, budget: int | None = None,
+               rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
+               partition: bool = True, unverified: bool = False, fold: bool = True,
+               time_limit: float = 0.0,
+               progress: Callable[[int, int, int, float], None] | None = None) -> SearchReport:
+    """Optimize `graph`; returns the report with the optimized graph.
+    `progress(piece, pieces, expanded, best_cost)` is called while searching."""
+    alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
+    budget = DEFAULTS["budget"] if budget is None else int(budget)
+    model = get_cost_model(cost_model)
+    rule_list = resolve_rules(rules, unverified)
+    if not rule_list:
+        log.warning("no rules to search with (the shipped sets have no proved rules; "
+                    "pass rules= or unverified=True)")
+    t0 = time.perf_counter()
+    engine = Engine(rule_list, model)
+    g = graph.pruned()
+    pieces = split_graph(g, PIECE_MIN_OPS, PIECE_MAX_OPS) if partition else None
+    graphs = [p.graph for p in pieces] if pieces else [g]
+    results: dict[tuple, Any] = {}
+    applied: Counter[str] = Counter()
+    explored = generated = 0
+    optimized = []
+    for k, pg in enumerate(graphs):
+        key = piece_key(pg)
+        if key not in results:
+            cg = engine.to_core(pg)
+            cb = None
+            if progress is not None:
+                def cb(e, best, queued, k=k):
+                    progress(k, len(graphs), e, best)
+            res = engine.core.search(cg, budget=budget, alpha=alpha, time_limit=time_limit,
+                                     progress=cb, progress_every=50 if cb else 0)
+            explored += res["expanded"]
+            generated += res["generated"]
+            results[key] = res
+            log.debug("piece %d/%d: %d ops, cost %.4f -> %.4f, %d expanded, %.3fs", k + 1,
+                      len(graphs), cg.num_ops, res["initial_cost"], res["best"].cost,
+                      res["expanded"], res["seconds"])
+        res = results[key]
+        applied.update(engine.rules[i].id for i in res["applied"])
+        optimized.append(engine.from_core(res["best"], pg))
+    out = join(g, pieces, optimized) if pieces else optimized[0]
+    if fold:
+        out = fold_weights(out)
+    seconds = time.perf_counter() - t0
+    report = SearchReport(
+        graph=out, cost_before=engine.to_core(g).cost, cost_after=engine.to_core(out).cost,
+        rules_applied=dict(sorted(applied.items())), explored=explored, generated=generated,
+        seconds=seconds, pieces=len(graphs), distinct_pieces=len(results),
+        num_rules=len(engine.rules), cost_model=model.name,
+        extra={"ops_before": g.num_ops()})
+    return report
+
+
+def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None,
+             rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
+             **options: Any) -> Graph:
+    """The optimized graph (weight-only subgraphs folded). Options: partition,
+    unverified, fold, time_limit (see `run_search`)."""
+    return run_search(graph, alpha, budget, rules, cost_model, **options).graph
+
+
+def rule_ids(rules: Iterable[Rule]) -> list[str]:
+    return [r.id for r in rules]
