@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import ConstantOp, Op, ShapeError, check, inv, mod, poly, register
+from .base import ConstantOp, Op, ShapeError, check, inv, mod, onnx_importer, poly, register
 from .elementwise import ACT_ONNX, activate, emit_with_activation, normalize_activation
 
 
@@ -272,3 +272,64 @@ class AvgPool2d(_Pool):
     def onnx(self, a, em, ins, outs, shapes):
         em.node("AveragePool", ins, outs, count_include_pad=int(a["count_include_pad"]),
                 **self._onnx_attrs(a, shapes))
+
+
+# ---- ONNX import ------------------------------------------------------------------
+def onnx_pads(ctx, in_hw, kernel, strides, dilations) -> tuple[int, int, int, int]:
+    """The explicit pads of an ONNX Conv or pooling node; auto_pad SAME_UPPER,
+    SAME_LOWER and VALID are resolved exactly against the static input shape."""
+    mode = ctx.attr("auto_pad", "NOTSET")
+    if mode == "NOTSET":
+        pads = tuple(ctx.attr("pads", (0, 0, 0, 0)))
+        check(len(pads) == 4, f"2-D pads must have 4 entries, got {pads}")
+        return resolve_pads(pads, in_hw, kernel, strides, dilations)
+    if mode == "VALID":
+        return (0, 0, 0, 0)
+    check(mode in ("SAME_UPPER", "SAME_LOWER"), f"unknown auto_pad {mode!r}")
+    t, l, b, r = same_pads(in_hw, kernel, strides, dilations)  # extra at the end
+    return (t, l, b, r) if mode == "SAME_UPPER" else (b, r, t, l)
+
+
+def _onnx_window(ctx, x, kernel):
+    strides = tuple(ctx.attr("strides", (1, 1)))
+    dilations = tuple(ctx.attr("dilations", (1, 1)))
+    check(len(kernel) == 2 and len(strides) == 2 and len(dilations) == 2, "not 2-D")
+    return strides, dilations, onnx_pads(ctx, x.shape[2:], kernel, strides, dilations)
+
+
+@onnx_importer("Conv")
+def _import_conv(ctx):
+    x, w = ctx.inputs[:2]
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        return None
+    kernel = tuple(ctx.attr("kernel_shape", w.shape[2:]))
+    check(kernel == w.shape[2:], f"kernel_shape {kernel} != weight shape {w.shape}")
+    strides, dilations, pads = _onnx_window(ctx, x, kernel)
+    y = ctx.g.conv2d(x, w, strides=strides, padding=pads, dilations=dilations,
+                     groups=ctx.attr("group", 1))
+    b = ctx.inputs[2] if len(ctx.inputs) > 2 else None
+    if b is not None:  # the bias, broadcast over batch and space
+        y = ctx.g.add(y, ctx.g.reshape(b, (1, w.shape[0], 1, 1)))
+    return [y]
+
+
+def _import_pool(ctx, op: str, **attrs):
+    x = ctx.inputs[0]
+    if (len(x.shape) != 4 or ctx.attr("ceil_mode", 0)
+            or len([o for o in ctx.node.output if o]) > 1):  # MaxPool's indices
+        return None
+    kernel = tuple(ctx.attr("kernel_shape"))
+    strides, dilations, pads = _onnx_window(ctx, x, kernel)
+    if dilations != (1, 1):
+        return None
+    return [ctx.g.add_node(op, [x], kernel=kernel, strides=strides, pads=pads, **attrs)[0]]
+
+
+@onnx_importer("MaxPool")
+def _import_maxpool(ctx):
+    return _import_pool(ctx, "maxpool2d")
+
+
+@onnx_importer("AveragePool")
+def _import_avgpool(ctx):
+    return _import_pool(ctx, "avgpool2d", count_include_pad=ctx.attr("count_include_pad", 0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Op, ShapeError, check, mod, poly, register
+from .base import Op, ShapeError, check, mod, onnx_importer, poly, register
 
 # Each activation's fingerprint is its own fixed polynomial: distinct, non-linear,
 # so no linear identity holds for it by accident.
@@ -207,3 +207,16 @@ class Div(_Broadcast):
 
     def ref(self, a, x, y):
         return (x / y).astype(np.float32)
+
+
+# ---- ONNX import ------------------------------------------------------------------
+@onnx_importer("Add", "Sub", "Mul", "Div")
+def _import_arithmetic(ctx):
+    # The builders pick the same-shape or scalar operator where it applies.
+    x, y = ctx.inputs
+    return [getattr(ctx.g, ctx.node.op_type.lower())(x, y)]
+
+
+@onnx_importer("Relu", "Sigmoid", "Tanh")
+def _import_activation(ctx):
+    return [ctx.g.add_node(ctx.node.op_type.lower(), ctx.inputs)[0]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import ConstantOp, Op, ShapeError, check, mod, register
+from .base import ConstantOp, Op, ShapeError, check, mod, onnx_importer, register
 from .elementwise import activate, emit_with_activation, normalize_activation
 
 
@@ -67,3 +67,12 @@ class ConstOne(ConstantOp):
 
     def value(self, a):
         return np.ones(a["shape"], np.int64)
+
+
+# ---- ONNX import ------------------------------------------------------------------
+@onnx_importer("MatMul")
+def _import_matmul(ctx):
+    a, b = ctx.inputs
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        return None  # 1-D operands (vector products) stay opaque
+    return [ctx.g.matmul(a, b)]

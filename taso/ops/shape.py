@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Op, check, register
+from .base import Op, check, onnx_importer, register
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -124,3 +124,48 @@ class Reshape(Op):
             known = int(np.prod([d for d in shape if d != -1]))
             shape[shape.index(-1)] = int(np.prod(input.shape)) // known
         return g.add_node(self.name, [input], shape=shape)[0]
+
+
+# ---- ONNX import ------------------------------------------------------------------
+@onnx_importer("Concat")
+def _import_concat(ctx):
+    xs = ctx.inputs
+    return [ctx.g.concat(_axis(ctx.attr("axis"), len(xs[0].shape)), xs)]
+
+
+@onnx_importer("Split")
+def _import_split(ctx):
+    x = ctx.inputs[0]
+    ax = _axis(ctx.attr("axis", 0), len(x.shape))
+    if len(ctx.inputs) > 1 and ctx.inputs[1] is not None:  # opset >= 13
+        sizes = ctx.const(1)
+        if sizes is None:
+            return None
+    elif ctx.attr("split") is not None:  # opset < 13
+        sizes = ctx.attr("split")
+    else:  # equal parts, the last one smaller if need be (opset 18)
+        num = ctx.attr("num_outputs", len(ctx.node.output))
+        chunk = -(-x.shape[ax] // num)
+        sizes = [chunk] * (num - 1) + [x.shape[ax] - chunk * (num - 1)]
+    return ctx.g.split(x, axis=ax, sizes=[int(s) for s in np.ravel(sizes)])
+
+
+@onnx_importer("Transpose")
+def _import_transpose(ctx):
+    x = ctx.inputs[0]
+    return [ctx.g.transpose(x, perm=ctx.attr("perm", list(range(len(x.shape)))[::-1]))]
+
+
+@onnx_importer("Reshape")
+def _import_reshape(ctx):
+    x, target = ctx.inputs[0], ctx.const(1)
+    if target is None:
+        return None  # a shape computed at run time
+    shape = [int(d) for d in target]
+    if 0 in shape:
+        if ctx.attr("allowzero", 0):
+            return None  # a literal zero dimension
+        check(len(shape) <= len(x.shape) or shape.index(0) < len(x.shape), "bad 0 in shape")
+        shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    check(shape.count(-1) <= 1 and min(shape, default=1) >= -1, f"bad target shape {shape}")
+    return [ctx.g.reshape(x, shape)]

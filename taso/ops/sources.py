@@ -34,12 +34,15 @@ class Opaque(Op):
     output shapes, evaluated by onnxruntime, matched by no rule.
 
     attrs: onnx_type, domain, onnx_attrs (the serialized AttributeProtos, as
-    bytes), out_shapes and out_dtypes."""
+    bytes), out_shapes and out_dtypes (dtype "" marks an omitted optional output),
+    opset (of its domain at import: an operator's meaning depends on it), absent
+    (ONNX input positions left empty) and outer (names its subgraphs read from the
+    enclosing scope, fed by the last len(outer) inputs)."""
 
     name = "opaque"
     inputs = ("*xs",)
     attrs = {"onnx_type": None, "domain": "", "onnx_attrs": (), "out_shapes": None,
-             "out_dtypes": None}
+             "out_dtypes": None, "opset": 0, "absent": (), "outer": ()}
 
     def check_arity(self, n):
         pass  # any number of inputs, including none
@@ -49,3 +52,10 @@ class Opaque(Op):
 
     def shape(self, a, *xs):
         return list(a["out_shapes"])
+
+    def ref(self, a, *xs):
+        # Exported by taso.onnx_io.emit_opaque, which also needs the input dtypes.
+        from ..onnx_io import run_attrs
+
+        return run_attrs(a, xs)
+
