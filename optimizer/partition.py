@@ -17,6 +17,7 @@ from taso.ir import Graph, Node
 
 SOURCES = ("input", "weight")
 _SRC = "__src"  # name prefix of a piece's copy of an original source
+_CUT = "__cut"  # name prefix of a piece's input for a tensor an earlier piece computes
 
 
 @dataclass
@@ -96,7 +97,7 @@ def _make_piece(g: Graph, members: list[Node], outputs: list[tuple[int, int]]) -
         if n.op in SOURCES:  # named after the original, which `join` restores
             t = pg.add_node(n.op, [], name=f"{_SRC}{n.id}", data=n.data, **dict(n.attrs))[0]
         else:  # computed by an earlier piece
-            t = pg.new_input(n.shapes[ref[1]], name=f"cut{len(piece.inputs)}",
+            t = pg.new_input(n.shapes[ref[1]], name=f"{_CUT}{len(piece.inputs)}",
                              dtype=n.dtypes[ref[1]])
             piece.inputs.append(ref)
         local[ref] = t.ref
@@ -130,7 +131,7 @@ def join(g: Graph, pieces: list[Piece], optimized: list[Graph]) -> Graph:
         tensor[(n.id, 0)] = (copy_source(n.id), 0)
     for piece, pg in zip(pieces, optimized):
         local: dict[int, int] = {}
-        inputs = {n.name: ref for n, ref in zip(piece.graph.inputs, piece.inputs)}
+        inputs = {f"{_CUT}{i}": ref for i, ref in enumerate(piece.inputs)}
         for n in pg.topo_order():
             if n.op == "input" and n.name in inputs:
                 continue
