@@ -57,6 +57,12 @@ def _f32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x).astype(np.float32)
 
 
+def f32_attr(v: float) -> float:
+    """A float attribute as ONNX stores it (float32), so export and re-import
+    give back the same attribute and the reference uses the exported value."""
+    return float(np.float32(v))
+
+
 def _norm_axes(axes, rank: int) -> tuple[int, ...]:
     axes = tuple(_axis(int(a), rank) for a in axes)
     check(len(set(axes)) == len(axes), f"repeated axes {axes}")
@@ -97,7 +103,8 @@ class BatchNorm(Op):
         em.node("BatchNormalization", ins, outs, epsilon=float(a["epsilon"]))
 
     def build(self, g, input, scale, bias, mean, var, epsilon=1e-5):
-        return g.add_node(self.name, [input, scale, bias, mean, var], epsilon=epsilon)[0]
+        return g.add_node(self.name, [input, scale, bias, mean, var],
+                          epsilon=f32_attr(epsilon))[0]
 
 
 @onnx_importer("BatchNormalization")
@@ -162,7 +169,8 @@ class LayerNorm(Op):
         em.node("Add", [ys, bias], outs)
 
     def build(self, g, input, scale, bias, axis=-1, epsilon=1e-5):
-        return g.add_node(self.name, [input, scale, bias], axis=axis, epsilon=epsilon)[0]
+        return g.add_node(self.name, [input, scale, bias], axis=axis,
+                          epsilon=f32_attr(epsilon))[0]
 
 
 @onnx_importer("LayerNormalization")
@@ -173,7 +181,7 @@ def _import_layernorm(ctx):
     bias = ctx.inputs[2] if len(ctx.inputs) > 2 else None
     axis = ctx.attr("axis", -1)
     if bias is None:
-        bias = ctx.g.new_weight(scale.shape, data=np.zeros(scale.shape, np.float32))
+        bias = ctx.weight(np.zeros(scale.shape, np.float32), ctx.node.output[0] + "_bias")
     if scale.shape != x.shape[_axis(axis, len(x.shape)):] or bias.shape != scale.shape:
         return ctx.opaque()  # broadcast parameters: not our form
     return [ctx.g.layernorm(x, scale, bias, axis=axis, epsilon=ctx.attr("epsilon", 1e-5))]
@@ -323,8 +331,8 @@ class Clip(_Unary):
         em.node("Clip", [ins[0], *bounds], outs)
 
     def build(self, g, x, min=None, max=None):
-        return g.add_node(self.name, [x], min=-math.inf if min is None else float(min),
-                          max=math.inf if max is None else float(max))[0]
+        return g.add_node(self.name, [x], min=-math.inf if min is None else f32_attr(min),
+                          max=math.inf if max is None else f32_attr(max))[0]
 
 
 @onnx_importer("Clip")
@@ -489,7 +497,7 @@ class Pad(Op):
 
     def build(self, g, x, pads, value=0.0):
         return g.add_node(self.name, [x], pads=tuple(int(p) for p in pads),
-                          value=float(value))[0]
+                          value=f32_attr(value))[0]
 
 
 @onnx_importer("Pad")
@@ -751,7 +759,7 @@ class Gemm(Op):
 
     def build(self, g, a, b, c=None, alpha=1.0, beta=1.0, trans_a=0, trans_b=0):
         ins = [a, b] if c is None else [a, b, c]
-        return g.add_node(self.name, ins, alpha=float(alpha), beta=float(beta),
+        return g.add_node(self.name, ins, alpha=f32_attr(alpha), beta=f32_attr(beta),
                           trans_a=int(bool(trans_a)), trans_b=int(bool(trans_b)))[0]
 
 
