@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 import onnx
 from taso.optimizer.cost.factory import make_cost_model
-from taso.optimizer.cost.ort import Runner, cpu_name, default_threads, make_session, time_runs
+from taso.optimizer.cost.ort import (
+    Runner,
+    clock_for,
+    cpu_name,
+    default_threads,
+    make_session,
+    time_runs,
+)
 
 import taso
 
@@ -83,16 +90,20 @@ def check_same_outputs(ref: list[np.ndarray], got: list[np.ndarray], label: str)
     return worst
 
 
-def time_interleaved(runners: dict[str, Runner], rounds: int, per_round: int) -> dict[str, float]:
+def time_interleaved(runners: dict[str, Runner], rounds: int, per_round: int,
+                     threads: int) -> dict[str, float]:
     """Median milliseconds per column; each round runs every column in turn, the
-    starting column rotating from round to round."""
+    starting column rotating from round to round. Timed by the clock the cost
+    model uses (`clock_for`)."""
+    clock = clock_for(threads)
     names = list(runners)
     samples: dict[str, list[float]] = {n: [] for n in names}
     for name in names:  # warm-up: first runs allocate and page in
         time_runs(runners[name], warmup=2, repeats=1)
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            samples[name] += time_runs(runners[name], warmup=0, repeats=per_round)
+            samples[name] += time_runs(runners[name], warmup=0, repeats=per_round,
+                                       clock=clock)
     return {n: statistics.median(s) for n, s in samples.items()}
 
 
@@ -113,7 +124,7 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
         runners[col] = Runner(sess, {n: feeds[n] for n in names})
     errors = {col: check_same_outputs(outputs["original"], outputs[col], f"{name}/{col}")
               for col in COLUMNS[1:]}
-    latency = time_interleaved(runners, args.rounds, args.per_round)
+    latency = time_interleaved(runners, args.rounds, args.per_round, args.threads)
 
     row: dict[str, Any] = {
         "model": name, "ops_before": graph.num_ops(), "ops_after": best.num_ops(),
@@ -198,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"onnxruntime {__import__('onnxruntime').__version__}, ORT_ENABLE_ALL in every "
               f"column, {args.threads} intra-op thread(s), {cpu_name()}; cost model "
               f"{cost_model.name} ({cost_model.device}); alpha {args.alpha}, budget "
-              f"{args.budget}; median of {args.rounds} interleaved rounds.")
+              f"{args.budget}; median of {args.rounds} interleaved rounds, timed by "
+              + ("the thread's CPU time." if args.threads == 1 else "the wall clock."))
     rows = []
     for name in wanted:
         print(f"[e2e] {name} ...", file=sys.stderr, flush=True)

@@ -4,8 +4,9 @@ Each distinct cost key (operator, attributes, input shapes, and which inputs are
 constants) is exported as a one-node ONNX model through the operator's own
 `Op.onnx`, run in onnxruntime with the settings the optimized model will run
 under (ORT_ENABLE_ALL, sequential, a stated number of intra-op threads), warmed
-up and timed over repeats; the cost is the median less the fixed cost of one
-session run, measured once. Which inputs are constants matters on a CPU:
+up and timed over repeats (by the thread's CPU time when one thread runs it, see
+`clock_for`); the cost is the median less the fixed cost of one session run,
+measured once. Which inputs are constants matters on a CPU:
 onnxruntime pre-packs constant MatMul operands and re-lays convolutions with
 constant kernels into its blocked format, and folds nodes whose inputs are all
 constant. Results persist in a `CostCache`.
@@ -90,19 +91,31 @@ class Runner:
         self.session.run_with_iobinding(self.binding)
 
 
+def clock_for(threads: int) -> Callable[[], int]:
+    """The clock a session with `threads` intra-op threads is timed by, in ns.
+
+    With one thread onnxruntime computes on the calling thread, so that thread's
+    CPU time is the run's latency less the time the OS gave to other processes:
+    on a shared machine it stays steady where wall time doubles. More threads
+    work elsewhere, so they are timed by the wall clock."""
+    return time.thread_time_ns if threads == 1 else time.perf_counter_ns
+
+
 def time_runs(fn: Callable[[], Any], warmup: int = 2, repeats: int = 10,
-              min_seconds: float = 0.0, max_repeats: int = 1000) -> list[float]:
-    """Milliseconds of each timed call of `fn`: `warmup` untimed calls, then at
-    least `repeats` calls, more (up to `max_repeats`) until `min_seconds` pass."""
+              min_seconds: float = 0.0, max_repeats: int = 1000,
+              clock: Callable[[], int] = time.perf_counter_ns) -> list[float]:
+    """Milliseconds of each timed call of `fn` by `clock`: `warmup` untimed
+    calls, then at least `repeats` calls, more (up to `max_repeats`) until
+    `min_seconds` of wall time pass."""
     for _ in range(warmup):
         fn()
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < repeats or (time.perf_counter() - start < min_seconds
                                    and len(times) < max_repeats):
-        t = time.perf_counter_ns()
+        t = clock()
         fn()
-        times.append((time.perf_counter_ns() - t) / 1e6)
+        times.append((clock() - t) / 1e6)
     return times
 
 
@@ -139,7 +152,8 @@ class OrtCostModel(MeasuredCostModel):
                  cache: CostCache | str | os.PathLike | bool | None = None):
         super().__init__(cache)
         self.threads = threads or default_threads()
-        self.timing = dict(warmup=warmup, repeats=repeats, min_seconds=min_seconds)
+        self.timing = dict(warmup=warmup, repeats=repeats, min_seconds=min_seconds,
+                           clock=clock_for(self.threads))
         self.device = f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}"
 
     def time_node(self, op, attrs, shapes, consts, dtypes) -> float:
