@@ -1,0 +1,89 @@
+"""`taso-gen`: generate candidate rewrite rules.
+
+    taso-gen --max-ops 3 --output rules.json [--ops matmul,ewadd,...] [--workers 2] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .enumerate import RoundStats
+from .family import DEFAULT_OPS, GenConfig
+from .generate import Report, generate
+
+
+class Progress:
+    """One status line on stderr: round, representatives done, graphs, classes."""
+
+    def __init__(self, max_ops: int, stream=sys.stderr):
+        self.max_ops = max_ops
+        self.stream = stream
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+
+    def __call__(self, st: RoundStats, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < 0.2 and done < total:
+            return
+        self.last = now
+        width = 24
+        fill = int(width * done / max(total, 1))
+        self.stream.write(f"\rround {st.round}/{self.max_ops} [{'#' * fill}{'.' * (width - fill)}]"
+                          f" {done}/{total} reps  {st.graphs} graphs  {st.classes} classes"
+                          f"  {now - self.t0:.0f}s ")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def summary(rep: Report, n_rules: int) -> str:
+    lines = ["round  reps in   graphs   classes   seconds"]
+    for r in rep.rounds:
+        lines.append(f"{r.round:>5} {r.reps_in:>8} {r.graphs:>8} {r.classes:>9} {r.seconds:>9.1f}")
+    rate = rep.graphs / rep.enumerate_seconds if rep.enumerate_seconds else 0.0
+    lines.append(f"{rep.graphs} graphs in {rep.enumerate_seconds:.1f}s ({rate:.0f}/s); "
+                 f"pruning {rep.prune_seconds:.1f}s")
+    lines.append("")
+    lines.append("pruning stage                        rules")
+    for name, n in rep.stages.rows():
+        lines.append(f"{name:<34} {n:>8}")
+    lines.append(f"rules written: {n_rules}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="taso-gen", description=__doc__.splitlines()[0])
+    ap.add_argument("--max-ops", type=int, default=3, help="operators per graph (default 3)")
+    ap.add_argument("--output", required=True, help="rule-set JSON to write")
+    ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
+                    help="comma-separated operators (default: TASO's generator set)")
+    ap.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    ap.add_argument("--seed", type=int, default=0, help="fingerprint and float seed")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
+    from taso.ops import OPS
+    unknown = [o for o in ops if o not in OPS]
+    if unknown:
+        ap.error(f"unknown operator(s): {', '.join(unknown)}")
+    cfg = GenConfig(max_ops=args.max_ops, ops=ops, seed=args.seed)
+    progress = None if args.quiet or args.json else Progress(cfg.max_ops)
+    rules, rep = generate(cfg, workers=args.workers, progress=progress)
+    rules.save(args.output)
+    if args.json:
+        print(json.dumps({"rules": len(rules), "graphs": rep.graphs,
+                          "enumerate_seconds": rep.enumerate_seconds,
+                          "prune_seconds": rep.prune_seconds,
+                          "rounds": [vars(r) for r in rep.rounds],
+                          "stages": dict(rep.stages.rows())}))
+    else:
+        print(summary(rep, len(rules)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""RepGen enumeration of small graphs over the input family.
+
+A graph is a tuple of nodes ``(op, attrs, inputs)`` whose inputs are tensor ids:
+``0 .. I-1`` the family tensors, then each node's outputs in node order. Its
+outputs are its sinks (node outputs nothing consumes); two graphs are
+candidates for a rule when their sinks have the same fingerprints.
+
+Round k extends by one node only the representative of each class of round
+k-1 (RepGen, as in Quartz). A class here is keyed by the fingerprints of *all*
+of a graph's tensors and of its sinks, not the sinks alone: a new node may read
+an inner tensor (``t = a @ b; t + t @ c``), so the representative must hold
+every value the others do.
+
+Shape of the search (TASO's): at most `max_outputs` sinks with distinct values;
+connected, except that two independent single operators may stand side by side
+(the source of "two matmuls sharing an input = one matmul and a split").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from taso.ops import OPS
+
+from .executor import Executor, make_executor
+from .family import GenConfig, Instance, instances
+from .fingerprint import Digest, Evaluator
+
+Node = tuple[str, tuple, tuple[int, ...]]
+GraphT = tuple[Node, ...]
+
+
+@dataclass
+class Member:
+    """One enumerated graph: its nodes, sink tensor ids and their fingerprints."""
+
+    graph: GraphT
+    sinks: tuple[int, ...]
+    sink_vals: tuple[Digest, ...]
+    vals: tuple[Digest, ...] = ()  # every node output, in tensor-id order
+
+
+@dataclass
+class RoundStats:
+    round: int
+    reps_in: int
+    graphs: int
+    classes: int
+    seconds: float
+
+
+@dataclass
+class Enumeration:
+    cfg: GenConfig
+    classes: dict[tuple[Digest, ...], list[Member]] = field(default_factory=dict)
+    rounds: list[RoundStats] = field(default_factory=list)
+
+    @property
+    def graphs(self) -> int:
+        return sum(r.graphs for r in self.rounds)
+
+
+# ---- per-process context --------------------------------------------------------
+_CTX: dict[str, Any] = {}
+
+
+def init_worker(cfg: GenConfig) -> None:
+    _CTX["cfg"] = cfg
+    _CTX["ev"] = Evaluator(cfg.family, cfg.seed)
+    _CTX["inst"] = instances(cfg)
+
+
+def _context() -> tuple[GenConfig, Evaluator, list[Instance]]:
+    return _CTX["cfg"], _CTX["ev"], _CTX["inst"]
+
+
+@dataclass
+class Tensors:
+    """The tensor table of one graph: values, shapes, producers, consumers."""
+
+    vals: list[Digest]
+    shapes: list[tuple]
+    producer: list[int]  # node index, -1 for family tensors
+    consumed: set[int]
+    comp: list[int]  # component id of each node
+    merkle: list[int]  # structural hash of each tensor
+
+    @property
+    def n_comps(self) -> int:
+        return len(set(self.comp))
+
+
+def analyze(graph: GraphT, ev: Evaluator) -> Tensors:
+    vals = list(ev.inputs)
+    shapes = [ev.shape(d) for d in vals]
+    producer = [-1] * len(vals)
+    merkle = list(range(len(vals)))
+    consumed: set[int] = set()
+    parent = list(range(len(graph)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for j, (op, attrs, ins) in enumerate(graph):
+        consumed.update(ins)
+        for t in ins:
+            if producer[t] >= 0:
+                parent[find(producer[t])] = find(j)
+        outs = ev.apply(op, attrs, tuple(vals[t] for t in ins))
+        h = hash((op, attrs, tuple(merkle[t] for t in ins)))
+        for o, d in enumerate(outs):
+            vals.append(d)
+            shapes.append(ev.shape(d))
+            producer.append(j)
+            merkle.append(hash((h, o)))
+    return Tensors(vals, shapes, producer, consumed, [find(j) for j in range(len(graph))],
+                   merkle)
+
+
+def sinks_of(graph: GraphT, tt: Tensors, n_inputs: int) -> tuple[int, ...]:
+    return tuple(t for t in range(n_inputs, len(tt.vals)) if t not in tt.consumed)
+
+
+# ---- extension ---------------------------------------------------------------------
+def _full_attrs(op: str, a: dict) -> tuple:
+    return tuple((k, a[k] if k in a else d) for k, d in OPS[op].attrs.items())
+
+
+def _candidates(graph: GraphT, tt: Tensors, ev: Evaluator, inst: list[Instance],
+                need: list[set[int]]) -> Iterable[tuple[str, tuple, tuple[int, ...]]]:
+    """Every node (op, attrs, inputs) that type-checks on the graph's tensors and
+    reads at least one tensor of each set in `need`."""
+    by_shape: dict[tuple, list[int]] = {}
+    for t, s in enumerate(tt.shapes):
+        by_shape.setdefault(s, []).append(t)
+    shapes = list(by_shape)
+    if not need:
+        for ins in inst:
+            if ins.arity == 0:
+                yield ins.op, _full_attrs(ins.op, dict(ins.attrs)), ()
+    for ins in inst:
+        if ins.arity == 0:
+            continue
+        combos = [(s,) for s in shapes] if ins.arity == 1 else \
+            [(s1, s2) for s1 in shapes for s2 in shapes]
+        for sh in combos:
+            a = ins.concrete(sh)
+            if a is None:
+                continue
+            attrs = _full_attrs(ins.op, a)
+            if ev.out_shapes(ins.op, attrs, sh) is None:
+                continue
+            if ins.arity == 1:
+                for t in by_shape[sh[0]]:
+                    if all(t in n for n in need):
+                        yield ins.op, attrs, (t,)
+            else:
+                for t1 in by_shape[sh[0]]:
+                    for t2 in by_shape[sh[1]]:
+                        if all(t1 in n or t2 in n for n in need):
+                            yield ins.op, attrs, (t1, t2)
+    if len(need) < 2:
+        yield from (c for c in _splits(graph, tt) if all(c[2][0] in n for n in need))
+
+
+def _splits(graph: GraphT, tt: Tensors) -> Iterable[tuple[str, tuple, tuple[int, ...]]]:
+    """Split a tensor back into the parts of a concat it is computed from (or is)."""
+    if not any(op == "concat" for op, _, _ in graph):
+        return
+    anc: list[set[int]] = []  # ancestor nodes (and self) of each node
+    for j, (_, _, ins) in enumerate(graph):
+        s = {j}
+        for t in ins:
+            if tt.producer[t] >= 0:
+                s |= anc[tt.producer[t]]
+        anc.append(s)
+    seen = set()
+    for t in range(len(tt.producer)):
+        j = tt.producer[t]
+        if j < 0:
+            continue
+        for c in sorted(anc[j]):
+            op, attrs, cins = graph[c]
+            if op != "concat":
+                continue
+            cax = dict(attrs)["axis"]
+            sizes = tuple(tt.shapes[p][cax] for p in cins)
+            for ax, d in enumerate(tt.shapes[t]):
+                if d == sum(sizes) and (t, ax, sizes) not in seen:
+                    seen.add((t, ax, sizes))
+                    yield "split", (("axis", ax), ("sizes", sizes)), (t,)
+
+
+def extend(graph: GraphT) -> list[tuple]:
+    """All valid one-node extensions of `graph`, each as
+    (graph, sinks, sink values, node-output values, structural key, class key,
+    redundant)."""
+    cfg, ev, inst = _context()
+    n_in = len(cfg.family)
+    tt = analyze(graph, ev)
+    k = len(graph)
+    nodes = set(graph)
+    sinks = set(sinks_of(graph, tt, n_in))
+    all_vals = set(tt.vals)
+    base_merkle = [hash((op, attrs, tuple(tt.merkle[t] for t in ins)))
+                   for op, attrs, ins in graph]
+    out = []
+    # What a new node must read: a tensor of each component when there are two
+    # (to join them), some node output once there is a node (to stay connected,
+    # unless beside a single operator), a sink when the sinks are at the limit.
+    comp_tensors: dict[int, set[int]] = {}
+    for t in range(n_in, len(tt.vals)):
+        comp_tensors.setdefault(tt.comp[tt.producer[t]], set()).add(t)
+    need = list(comp_tensors.values()) if len(comp_tensors) > 1 else \
+        [set(range(n_in, len(tt.vals)))] if k > 1 else []
+    if len(sinks) >= cfg.max_outputs:
+        need.append(sinks)
+    for node in _candidates(graph, tt, ev, inst, need):
+        if node in nodes:
+            continue
+        op, attrs, ins = node
+        comps = {tt.comp[tt.producer[t]] for t in ins if tt.producer[t] >= 0}
+        if comps:
+            if tt.n_comps - len(comps) + 1 != 1:
+                continue
+        elif k > 1:
+            continue  # a new independent operator: only beside a single one
+        new_vals = ev.apply(op, attrs, tuple(tt.vals[t] for t in ins))
+        if len(set(new_vals)) < len(new_vals):
+            continue
+        new_sinks = sorted(sinks - set(ins)) + list(range(len(tt.vals),
+                                                          len(tt.vals) + len(new_vals)))
+        if len(new_sinks) > cfg.max_outputs:
+            continue
+        vals = tt.vals + list(new_vals)
+        sink_vals = tuple(vals[t] for t in new_sinks)
+        if len(set(sink_vals)) < len(sink_vals):
+            continue
+        redundant = any(v in all_vals for v in new_vals)
+        g2 = graph + (node,)
+        h = hash((op, attrs, tuple(tt.merkle[t] for t in ins)))
+        struct = hash(tuple(sorted(base_merkle + [h])))
+        ext = hash((tuple(sorted(vals[n_in:])), tuple(sorted(sink_vals))))
+        out.append((g2, tuple(new_sinks), sink_vals, tuple(vals[n_in:]), struct, ext,
+                    redundant))
+    return out
+
+
+def extend_chunk(graphs: list[GraphT]) -> list[tuple]:
+    res = []
+    for g in graphs:
+        res.extend(extend(g))
+    return res
+
+
+# ---- the rounds ---------------------------------------------------------------------
+def _chunks(items: list, n: int) -> list[list]:
+    return [items[i:i + n] for i in range(0, len(items), n)]
+
+
+def enumerate_graphs(cfg: GenConfig, executor: Executor | None = None,
+                     progress: Callable[[RoundStats, int, int], None] | None = None
+                     ) -> Enumeration:
+    """Run `cfg.max_ops` RepGen rounds; returns every graph grouped by the
+    fingerprints of its sinks."""
+    own = executor is None
+    ex = executor or make_executor(1, init_worker, (cfg,))
+    result = Enumeration(cfg)
+    reps: list[GraphT] = [()]
+    try:
+        for k in range(1, cfg.max_ops + 1):
+            t0 = time.perf_counter()
+            stats = RoundStats(k, len(reps), 0, 0, 0.0)
+            chunk = max(1, min(256, len(reps) // (8 * max(1, ex.workers)) + 1))
+            next_reps: dict[int, GraphT] = {}
+            seen: set[int] = set()
+            done = 0
+            for batch_in, res in zip(_chunks(reps, chunk),
+                                     ex.map(extend_chunk, _chunks(reps, chunk))):
+                for g2, sinks, sink_vals, vals, struct, ext, redundant in res:
+                    if struct in seen:
+                        continue
+                    seen.add(struct)
+                    stats.graphs += 1
+                    key = tuple(sorted(sink_vals))
+                    result.classes.setdefault(key, []).append(Member(g2, sinks, sink_vals, vals))
+                    if not redundant and k < cfg.max_ops and ext not in next_reps:
+                        next_reps[ext] = g2
+                done += len(batch_in)
+                if progress:
+                    stats.seconds = time.perf_counter() - t0
+                    stats.classes = len(next_reps)
+                    progress(stats, done, len(reps))
+            stats.classes = len(next_reps)
+            stats.seconds = time.perf_counter() - t0
+            result.rounds.append(stats)
+            reps = list(next_reps.values())
+    finally:
+        if own:
+            ex.close()
+    return result

@@ -1,0 +1,181 @@
+"""From classes of equivalent graphs to a small set of rules.
+
+Stages, each counted:
+  raw             every pair of graphs in a class (a graph whose outputs are
+                  family tensors also pairs with those bare variables);
+  common subgraph TASO's criterion: the two sides share an operator applied to
+                  the same inputs (structurally), so a smaller rule does the work;
+  implied         detectable consequences of smaller rules: both sides end in
+                  the same operator on pairwise-equivalent inputs (the rule is
+                  that operator applied to a smaller rule), or both sides are two
+                  unrelated operators side by side;
+  renaming        one rule per canonical form (variable renaming, node order,
+                  direction; `taso.rules_db.canonical`), ranks merged;
+  float           confirmed on the float32 reference.
+The cheap, renaming-invariant criteria run first so that canonical forms are
+computed only for the pairs that survive them; the final set does not depend on
+the order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from taso.rules_db import Rule
+from taso.rules_db.canonical import canonical
+
+from .enumerate import Enumeration, Member
+from .fingerprint import digest, family_values
+from .rules import confirmed, float_inputs, to_rule
+
+
+@dataclass
+class Stages:
+    raw: int = 0
+    common_subgraph: int = 0  # left after the criterion
+    implied: int = 0
+    renaming: int = 0
+    float: int = 0
+
+    def rows(self) -> list[tuple[str, int]]:
+        return [("raw pairs", self.raw), ("after common-subgraph", self.common_subgraph),
+                ("after implied-by-smaller", self.implied),
+                ("after variable renaming", self.renaming),
+                ("after float confirmation (final)", self.float)]
+
+
+@dataclass
+class _Info:
+    """What the criteria read of one graph."""
+
+    member: Member
+    merkle: list[int]  # structural hash of each node (family tensors by id)
+    producer: dict[int, tuple[int, int]] = field(default_factory=dict)  # tensor -> node, out
+    n_comps: int = 1
+
+
+def _info(m: Member, n_in: int) -> _Info:
+    from taso.ops import OPS
+    tm: list[int] = list(range(n_in))
+    merkle: list[int] = []
+    producer: dict[int, tuple[int, int]] = {}
+    parent = list(range(len(m.graph)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for j, (op, attrs, ins) in enumerate(m.graph):
+        h = hash((op, attrs, tuple(tm[t] for t in ins)))
+        merkle.append(h)
+        for t in ins:
+            if t >= n_in:
+                parent[find(producer[t][0])] = find(j)
+        for o in range(OPS[op].num_outputs(dict(attrs))):
+            producer[len(tm)] = (j, o)
+            tm.append(hash((h, o)))
+    return _Info(m, merkle, producer, len({find(j) for j in range(len(m.graph))}))
+
+
+def _value(m: Member, t: int, inputs: list[int]) -> int:
+    return inputs[t] if t < len(inputs) else m.vals[t - len(inputs)]
+
+
+def common_subgraph(a: _Info, b: _Info) -> bool:
+    """Do both sides hold the same operator applied to the same inputs?"""
+    return bool(set(a.merkle) & set(b.merkle))
+
+
+def implied(a: _Info, b: _Info, inputs: list[int]) -> bool:
+    if a.n_comps > 1 and b.n_comps > 1:
+        return True
+    ma, mb = a.member, b.member
+    by_val = {v: t for t, v in zip(mb.sinks, mb.sink_vals)}
+    same_tail = 0
+    for t, v in zip(ma.sinks, ma.sink_vals):
+        u = by_val[v]
+        if t not in a.producer or u not in b.producer:
+            continue
+        (ja, oa), (jb, ob) = a.producer[t], b.producer[u]
+        opa, atta, insa = ma.graph[ja]
+        opb, attb, insb = mb.graph[jb]
+        if (opa, atta, oa) == (opb, attb, ob) and all(
+                _value(ma, x, inputs) == _value(mb, y, inputs) for x, y in zip(insa, insb)):
+            same_tail += 1
+    return same_tail == len(ma.sinks)
+
+
+def _class_id(vals: tuple[int, ...]) -> str:
+    return hashlib.blake2b(repr(sorted(vals)).encode(), digest_size=8).hexdigest()
+
+
+def class_members(enum: Enumeration, inputs: list[int]) -> Iterator[list[Member]]:
+    """Each class with at least two members, smallest graphs first; a class whose
+    outputs are family tensors includes those bare variables (a graph of no node)."""
+    index = {d: i for i, d in enumerate(inputs)}
+    for key, members in enum.classes.items():
+        ms = list(members)
+        if all(v in index for v in key):
+            v0 = ms[0].sink_vals
+            ms.insert(0, Member((), tuple(index[v] for v in v0), v0, ()))
+        if len(ms) >= 2:
+            yield ms
+
+
+def family_digests(enum: Enumeration) -> list[int]:
+    fam = enum.cfg.family
+    return [digest(v.shape, arrs) for v, arrs in zip(fam, family_values(fam, enum.cfg.seed))]
+
+
+def prune(enum: Enumeration) -> tuple[list[Rule], Stages]:
+    """The generated rule set (deterministic for a given configuration) and the
+    count left after each stage."""
+    cfg = enum.cfg
+    n_in = len(cfg.family)
+    inputs = family_digests(enum)
+    st = Stages()
+    survivors: list[tuple[Member, Member]] = []
+    for ms in class_members(enum, inputs):
+        infos = [_info(m, n_in) for m in ms]
+        for j in range(1, len(infos)):
+            for i in range(j):
+                st.raw += 1
+                a, b = infos[j], infos[i]  # source: the later (larger) graph
+                if common_subgraph(a, b):
+                    continue
+                st.common_subgraph += 1
+                if implied(a, b, inputs):
+                    continue
+                st.implied += 1
+                survivors.append((a.member, b.member))
+    # Canonical dedup, smallest rules first so the kept form is the simplest.
+    survivors.sort(key=lambda p: (len(p[0].graph) + len(p[1].graph), len(p[0].graph)))
+    kept: dict[tuple, tuple[Rule, Member, Member, list[str]]] = {}
+    ranks: dict[tuple, list[set[int]]] = {}
+    for src, dst in survivors:
+        rule = to_rule("", src, dst, cfg.family, {})
+        key, order, _ = canonical(rule)
+        r = [rule.vars[v]["rank"] for v in order]
+        if key in kept:
+            for s, k in zip(ranks[key], r):
+                s.add(k)
+            continue
+        kept[key] = (rule, src, dst, order)
+        ranks[key] = [{k} for k in r]
+    st.renaming = len(kept)
+    xs = float_inputs(cfg.family, cfg.seed)
+    rules: list[Rule] = []
+    for key, (rule, src, dst, order) in kept.items():
+        if not confirmed(src, dst, xs):
+            continue
+        for v, rs in zip(order, ranks[key]):
+            rule.vars[v]["rank"] = next(iter(rs)) if len(rs) == 1 else None
+        rule.id = f"gen-{len(rules):05d}"
+        rule.provenance = {"generator": "taso-gen", "ops": [len(src.graph), len(dst.graph)],
+                           "fingerprint": _class_id(src.sink_vals)}
+        rules.append(rule)
+    st.float = len(rules)
+    return rules, st

@@ -1,0 +1,134 @@
+"""From enumerated graphs to rules: the pattern form of a graph pair, and the
+float confirmation every candidate passes before it is emitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from taso.rules_db import PNode, Rule
+
+from taso.ops import OPS
+
+from .enumerate import GraphT, Member
+from .family import Var
+
+
+def _ancestors(graph: GraphT, n_in: int, producer: list[int]) -> list[set[int]]:
+    anc: list[set[int]] = []
+    for j, (_, _, ins) in enumerate(graph):
+        s = {j}
+        for t in ins:
+            if producer[t] >= 0:
+                s |= anc[producer[t]]
+        anc.append(s)
+    return anc
+
+
+def _producers(graph: GraphT, n_in: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """Producer node of each tensor id, and (node, output) of each op tensor."""
+    producer = [-1] * n_in
+    where: list[tuple[int, int]] = [(-1, -1)] * n_in
+    for j, (op, attrs, _) in enumerate(graph):
+        n_out = OPS[op].num_outputs(dict(attrs))
+        for o in range(n_out):
+            producer.append(j)
+            where.append((j, o))
+    return producer, where
+
+
+def side_nodes(graph: GraphT, family: tuple[Var, ...], names: dict[int, str],
+               shapes: list[tuple]) -> tuple[list[PNode], list[Any]]:
+    """The pattern nodes of one graph, and the reference of each of its tensors.
+    `shapes` gives each tensor id's shape (family first, then node outputs)."""
+    n_in = len(family)
+    producer, where = _producers(graph, n_in)
+    anc = _ancestors(graph, n_in, producer)
+
+    def ref(t: int) -> Any:
+        return names.get(t) if t < n_in else where[t]
+
+    nodes = []
+    for op, attrs, ins in graph:
+        a = dict(attrs)
+        if op == "conv2d" and a.get("groups", 1) != 1 and shapes[ins[1]][1] == 1:
+            a["groups"] = {"dim": (ref(ins[0]), 1)}  # depthwise: one group per channel
+        if op == "split":
+            a["sizes"] = _split_sizes(graph, anc[producer[ins[0]]], a, shapes, ref)
+        nodes.append(PNode(op, [ref(t) for t in ins], a))
+    return nodes, [ref(t) for t in range(len(producer))]
+
+
+def _split_sizes(graph: GraphT, ancestors: set[int], a: dict, shapes, ref) -> tuple:
+    """Name the sizes of the concat (the nearest one) whose parts the split undoes."""
+    for c in sorted(ancestors, reverse=True):
+        op, cattrs, cins = graph[c]
+        if op != "concat":
+            continue
+        cax = dict(cattrs)["axis"]
+        if tuple(shapes[p][cax] for p in cins) == tuple(a["sizes"]):
+            return tuple({"dim": (ref(p), cax)} for p in cins)
+    raise ValueError("split with no concat to undo")
+
+
+def tensor_shapes(graph: GraphT, family: tuple[Var, ...]) -> list[tuple]:
+    shapes = [v.shape for v in family]
+    for op, attrs, ins in graph:
+        shapes += OPS[op].out_shapes(dict(attrs), [shapes[t] for t in ins])
+    return shapes
+
+
+def to_rule(rid: str, src: Member, dst: Member, family: tuple[Var, ...],
+            provenance: dict[str, Any]) -> Rule:
+    """The rule `src => dst` (outputs paired by equal fingerprints)."""
+    n_in = len(family)
+    names: dict[int, str] = {}
+    for m in (src, dst):
+        for _, _, ins in m.graph:
+            for t in ins:
+                if t < n_in and t not in names:
+                    names[t] = f"x{len(names) + 1}"
+        for t in m.sinks:
+            if t < n_in and t not in names:
+                names[t] = f"x{len(names) + 1}"
+    sides = []
+    for m in (src, dst):
+        shapes = tensor_shapes(m.graph, family)
+        sides.append(side_nodes(m.graph, family, names, shapes))
+    (s_nodes, s_ref), (d_nodes, d_ref) = sides
+    by_val = {v: t for t, v in zip(dst.sinks, dst.sink_vals)}
+    outputs = [(s_ref[t], d_ref[by_val[v]]) for t, v in zip(src.sinks, src.sink_vals)]
+    rank = {name: len(family[t].shape) for t, name in names.items()}
+    vars_ = {name: {"rank": rank[name]} for name in names.values()}
+    return Rule(rid, s_nodes, d_nodes, outputs, vars_, dict(provenance), {})
+
+
+# ---- float confirmation -------------------------------------------------------------
+def float_inputs(family: tuple[Var, ...], seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng([seed, 7])
+    return [np.asarray(rng.standard_normal(v.shape), dtype=np.float32) for v in family]
+
+
+def run_float(graph: GraphT, xs: list[np.ndarray]) -> list[np.ndarray]:
+    vals = list(xs)
+    for op, attrs, ins in graph:
+        out = OPS[op].ref(dict(attrs), *[vals[t] for t in ins])
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        vals += [np.asarray(o, dtype=np.float64) for o in outs]
+    return vals
+
+
+def confirmed(src: Member, dst: Member, xs: list[np.ndarray]) -> bool:
+    """Do the paired outputs agree on float inputs? Relative tolerance for float32
+    rounding through a few operators."""
+    a, b = run_float(src.graph, xs), run_float(dst.graph, xs)
+    by_val = {v: t for t, v in zip(dst.sinks, dst.sink_vals)}
+    for t, v in zip(src.sinks, src.sink_vals):
+        x, y = a[t], b[by_val[v]]
+        if x.shape != y.shape:
+            return False
+        scale = max(1.0, float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(y),
+                                                                              initial=0.0)))
+        if not np.all(np.abs(x - y) <= 1e-4 * scale):
+            return False
+    return True

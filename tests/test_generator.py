@@ -1,0 +1,199 @@
+"""taso-gen: fingerprints, RepGen enumeration, pruning stages, emitted rules."""
+
+import json
+
+import pytest
+from taso.generator.cli import main
+from taso.generator.enumerate import Member, analyze, init_worker, sinks_of
+from taso.generator.family import GenConfig, Var
+from taso.generator.fingerprint import Evaluator
+from taso.generator.generate import generate
+from taso.generator.prune import _info, common_subgraph, family_digests, implied
+from taso.rules_db import PNode, Rule
+from taso.rules_db.canonical import canonical_key
+
+M = [Var(f"m{i}", (3, 3)) for i in range(3)]
+T = [Var(f"t{i}", (2, 2, 3, 3)) for i in range(3)]
+S = [Var("s0", ())]
+
+
+def _gen(ops, family, n=2, workers=1, seed=0):
+    cfg = GenConfig(max_ops=n, ops=tuple(ops), family=tuple(family), seed=seed)
+    return generate(cfg, workers=workers)
+
+
+def _keys(rules):
+    return {canonical_key(r) for r in rules}
+
+
+def _rule(src, dst, outputs):
+    return Rule("r", [PNode(*n) for n in src], [PNode(*n) for n in dst], outputs)
+
+
+CONV = {"strides": (1, 1), "pads": "same", "activation": "none"}
+
+
+# ---- fingerprints ------------------------------------------------------------------
+def _member(ev, graph, n_in):
+    tt = analyze(graph, ev)
+    sinks = sinks_of(graph, tt, n_in)
+    return Member(graph, sinks, tuple(tt.vals[t] for t in sinks), tuple(tt.vals[n_in:]))
+
+
+def test_fingerprint_independent_of_node_order_and_exact():
+    ev = Evaluator(tuple(M))
+    mm = ("matmul", (("activation", "none"),))
+    a = ((*mm, (0, 1)), (*mm, (1, 2)), ("ewadd", (), (3, 4)))
+    b = ((*mm, (1, 2)), (*mm, (0, 1)), ("ewadd", (), (4, 3)))
+    assert _member(ev, a, 3).sink_vals == _member(ev, b, 3).sink_vals
+    # (m0 m1) m2 == m0 (m1 m2) exactly; m0 m1 != m1 m0.
+    assoc1 = ((*mm, (0, 1)), (*mm, (3, 2)))
+    assoc2 = ((*mm, (1, 2)), (*mm, (0, 3)))
+    assert _member(ev, assoc1, 3).sink_vals == _member(ev, assoc2, 3).sink_vals
+    assert _member(ev, ((*mm, (0, 1)),), 3).sink_vals != \
+        _member(ev, ((*mm, (1, 0)),), 3).sink_vals
+
+
+def test_rules_invariant_to_renaming_the_family():
+    a, _ = _gen(["ewadd", "matmul"], M)
+    b, _ = _gen(["ewadd", "matmul"], M[::-1])
+    assert len(a) > 0 and _keys(a) == _keys(b)
+
+
+# ---- known identities and non-identities ----------------------------------------------
+def test_matmul_associativity_found_commutativity_not():
+    rules, _ = _gen(["matmul"], M)
+    mm = {"activation": "none"}
+    assoc = _rule([("matmul", ["a", "b"], mm), ("matmul", [(0, 0), "c"], mm)],
+                  [("matmul", ["b", "c"], mm), ("matmul", ["a", (0, 0)], mm)],
+                  [((1, 0), (1, 0))])
+    comm = _rule([("matmul", ["a", "b"], mm)], [("matmul", ["b", "a"], mm)],
+                 [((0, 0), (0, 0))])
+    assert canonical_key(assoc) in _keys(rules)
+    assert canonical_key(comm) not in _keys(rules)
+
+
+def test_ewadd_commutativity_found():
+    rules, _ = _gen(["ewadd"], M, n=1)
+    comm = _rule([("ewadd", ["a", "b"], {})], [("ewadd", ["b", "a"], {})], [((0, 0), (0, 0))])
+    assert canonical_key(comm) in _keys(rules)
+    assert all(r.vars[v]["rank"] == 2 for r in rules for v in r.vars)
+
+
+def test_relu_does_not_distribute_over_add():
+    rules, _ = _gen(["relu", "ewadd"], M[:2], n=3)
+    bad = _rule([("ewadd", ["a", "b"], {}), ("relu", [(0, 0)], {})],
+                [("relu", ["a"], {}), ("relu", ["b"], {}), ("ewadd", [(0, 0), (1, 0)], {})],
+                [((1, 0), (2, 0))])
+    assert canonical_key(bad) not in _keys(rules)
+    assert len(rules) > 0
+
+
+def test_conv_linear_in_the_weight():
+    rules, _ = _gen(["conv2d", "scalar_mul"], T[:2] + S)
+    lin = _rule([("scalar_mul", ["w", "s"], {}), ("conv2d", ["x", (0, 0)], CONV)],
+                [("conv2d", ["x", "w"], CONV), ("scalar_mul", [(0, 0), "s"], {})],
+                [((1, 0), (1, 0))])
+    assert canonical_key(lin) in _keys(rules)
+
+
+@pytest.mark.slow
+def test_conv_additive_in_the_weight_and_concat_of_convs():
+    rules, _ = _gen(["conv2d", "ewadd", "concat"], T, n=3)
+    add = _rule([("ewadd", ["w1", "w2"], {}), ("conv2d", ["x", (0, 0)], CONV)],
+                [("conv2d", ["x", "w1"], CONV), ("conv2d", ["x", "w2"], CONV),
+                 ("ewadd", [(0, 0), (1, 0)], {})], [((1, 0), (2, 0))])
+    cat = _rule([("conv2d", ["x", "w1"], CONV), ("conv2d", ["x", "w2"], CONV),
+                 ("concat", [(0, 0), (1, 0)], {"axis": 1})],
+                [("concat", ["w1", "w2"], {"axis": 0}), ("conv2d", ["x", (0, 0)], CONV)],
+                [((2, 0), (1, 0))])
+    keys = _keys(rules)
+    assert canonical_key(add) in keys and canonical_key(cat) in keys
+
+
+def test_concat_of_convs_sharing_input_small():
+    fam = (T[0], T[1], Var("k", (2, 2, 1, 1)))
+    rules, _ = _gen(["conv2d", "concat"], fam, n=3)
+    cat = _rule([("conv2d", ["x", "w1"], CONV), ("conv2d", ["x", "w2"], CONV),
+                 ("concat", [(0, 0), (1, 0)], {"axis": 1})],
+                [("concat", ["w1", "w2"], {"axis": 0}), ("conv2d", ["x", (0, 0)], CONV)],
+                [((2, 0), (1, 0))])
+    assert canonical_key(cat) in _keys(rules)
+
+
+def test_split_of_concat_is_the_parts():
+    rules, _ = _gen(["concat", "split"], M[:2])
+    sizes = ({"dim": ("a", 0)}, {"dim": ("b", 0)})
+    r = _rule([("concat", ["a", "b"], {"axis": 0}), ("split", [(0, 0)],
+                                                     {"axis": 0, "sizes": sizes})],
+              [], [((1, 0), "a"), ((1, 1), "b")])
+    assert canonical_key(r) in _keys(rules)
+
+
+def test_emitted_rules_hold_on_other_shapes():
+    """A rule over square matrices that is general must hold on other square sizes."""
+    import numpy as np
+    from taso.rules_db import instantiate
+    rules, _ = _gen(["matmul", "ewadd", "transpose"], M[:3])
+    for r in rules:
+        shapes = {v: (5, 5) for v in r.variables()}
+        src, _ = instantiate(r, "src", shapes)
+        dst, _ = instantiate(r, "dst", shapes) if r.dst else (None, None)
+        feeds = src.random_inputs(1)
+        outs = src.evaluate(feeds)
+        want = dst.evaluate({k: v for k, v in feeds.items()
+                             if k in {n.name for n in dst.inputs}}) if dst else []
+        for k, (_s, d) in enumerate(r.outputs):
+            got = want[k] if not isinstance(d, str) else feeds[d]
+            np.testing.assert_allclose(outs[k], got, rtol=1e-4, atol=1e-4)
+
+
+# ---- pruning stages on hand-made pairs ---------------------------------------------------
+def test_pruning_criteria_on_hand_made_pairs():
+    cfg = GenConfig(max_ops=3, ops=("relu", "ewadd", "transpose"), family=tuple(M[:2]))
+    init_worker(cfg)
+    ev = Evaluator(cfg.family)
+    inputs = [ev.inputs[0], ev.inputs[1]]
+
+    def info(g):
+        return _info(_member(ev, g, 2), 2)
+    tr = ("transpose", (("perm", (1, 0)),))
+    # relu(m0) + m1 vs m1 + relu(m0): both hold relu(m0): common subgraph.
+    a = info((("relu", (), (0,)), ("ewadd", (), (2, 1))))
+    b = info((("relu", (), (0,)), ("ewadd", (), (1, 2))))
+    assert common_subgraph(a, b)
+    # relu(t(t(m0))) vs relu(m0): same last operator on equal inputs: implied.
+    c = info(((*tr, (0,)), (*tr, (2,)), ("relu", (), (3,))))
+    d = info((("relu", (), (0,)),))
+    assert not common_subgraph(c, d) and implied(c, d, inputs)
+    # t(m0 + m1) vs t(m0) + t(m1): neither.
+    e = info((("ewadd", (), (0, 1)), (*tr, (2,))))
+    f = info(((*tr, (0,)), (*tr, (1,)), ("ewadd", (), (2, 3))))
+    assert not common_subgraph(e, f) and not implied(e, f, inputs)
+    assert family_digests  # used by prune()
+
+
+def test_stage_counts_shrink_and_renaming_dedups():
+    rules, rep = _gen(["ewadd", "relu"], M[:3])
+    rows = [n for _, n in rep.stages.rows()]
+    assert rows == sorted(rows, reverse=True) and rows[-1] == len(rules) > 0
+    # Commutativity over 3 matrices appears for 3 pairs of inputs: one rule.
+    comm = _rule([("ewadd", ["a", "b"], {})], [("ewadd", ["b", "a"], {})], [((0, 0), (0, 0))])
+    assert sum(canonical_key(r) == canonical_key(comm) for r in rules) == 1
+
+
+# ---- determinism and the CLI ----------------------------------------------------------------
+def test_deterministic_across_runs_and_workers(tmp_path):
+    a, _ = _gen(["ewadd", "matmul", "concat", "split"], M[:3], workers=1)
+    b, _ = _gen(["ewadd", "matmul", "concat", "split"], M[:3], workers=2)
+    assert json.dumps(a.to_json()) == json.dumps(b.to_json())
+
+
+def test_cli_writes_a_rule_set(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["--max-ops", "2", "--ops", "ewadd,relu", "--output", str(out), "--workers",
+                 "1", "--quiet"]) == 0
+    d = json.loads(out.read_text())
+    assert d["format"] == "taso-rules" and d["rules"]
+    assert all(r["verification"] == {} for r in d["rules"])
+    assert "pruning stage" in capsys.readouterr().out
