@@ -1,0 +1,525 @@
+"""The operator axioms: each one a statement, a readable sentence, and a test.
+
+An axiom says lhs = rhs (or, for sizes, lhs >= rhs) for all tensors and integer
+attributes, whenever its guards (`when`) hold. Its meaning is the ⊥ model of
+`taso.verifier.terms`: an ill-shaped application is ⊥, so an unguarded equation
+claims that both sides are ill-shaped together, and a guard ok(lhs) says "where
+the left side is well-shaped". Attribute variables ("?s", "?p", ...) range over
+every value; `DOMAINS` lists the values the numeric check samples.
+
+`check_axiom` evaluates an axiom with the numpy reference on shapes found by the
+shape solver and random values; tests/test_axioms.py runs it for every axiom
+under hypothesis. The semantics is exact real arithmetic; the float32 reference
+stands in for it within a tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from taso.ops import ACTIVATIONS, OPS
+
+from .shapes import solve
+from .terms import App, Arith, Cmp, Dim, Evaluator, IVar, Ok, Rank, Var, app, int_vars, tensor_vars
+
+
+@dataclass(frozen=True)
+class Axiom:
+    name: str
+    statement: str
+    lhs: Any
+    rhs: Any
+    when: tuple = ()
+    rel: str = "=="  # "==", ">=", or "ok" (the conclusion is ok(lhs); rhs unused)
+    triggers: tuple | None = None  # groups of terms (multi-patterns); default: the sides
+    sizes: tuple[int, ...] = (1, 2, 3)  # axis sizes the numeric check draws from
+    family: str = ""
+    ranks: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def trigger_groups(self) -> tuple:
+        """The E-matching triggers: explicit ones, else each side that is an operator
+        application (for a size axiom, its left side only)."""
+        if self.triggers is not None:
+            return self.triggers
+        sides = [self.lhs, self.rhs] if isinstance(self.lhs, (Var, App)) else [self.lhs]
+        return tuple((t,) for t in sides if isinstance(t, App)
+                     or isinstance(t, (Dim, Rank)) and isinstance(t.t, App))
+
+    def int_vars(self) -> list[str]:
+        return int_vars([self.lhs, self.rhs, *self.when])
+
+    def tensor_vars(self) -> list[str]:
+        return tensor_vars([self.lhs, self.rhs, *self.when])
+
+    def ops(self) -> set[str]:
+        from .terms import apps
+        return {a.op for a in apps([self.lhs, self.rhs, *self.when])}
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.statement}"
+
+
+AXIOMS: list[Axiom] = []
+_family = ""
+
+
+def axiom(name: str, statement: str, lhs: Any, rhs: Any, *when: Any, **kw: Any) -> Axiom:
+    ax = Axiom(name, statement, iv(lhs), iv(rhs), tuple(when), family=_family, **kw)
+    if any(a.name == name for a in AXIOMS):
+        raise ValueError(f"axiom {name} is defined twice")
+    AXIOMS.append(ax)
+    return ax
+
+
+def by_name() -> dict[str, Axiom]:
+    return {a.name: a for a in AXIOMS}
+
+
+# ---- vocabulary ---------------------------------------------------------------------
+x, y, z, w, u = (Var(n) for n in "xyzwu")
+s, t = Var("s"), Var("t")  # 0-d scalars
+SCALARS = {"s": 0, "t": 0}
+ACTS = [a for a in ACTIVATIONS if a != "none"]
+
+# Values the numeric check samples for each attribute variable.
+DOMAINS: dict[str, list[Any]] = {
+    "a": [0, 1, 2, 3], "b": [0, 1, 2, 3], "i": [0, 1, 2, 3, 4],
+    "s": [(1, 1), (2, 2), (1, 2)], "d": [(1, 1), (2, 1)], "g": [1, 2],
+    "p": ["same", "valid", (0, 0, 0, 0), (1, 1, 1, 1), (0, 1, 1, 0)],
+    "act": list(ACTIVATIONS), "cip": [0, 1],
+    "perm": [(1, 0), (0, 1), (1, 0, 2), (0, 2, 1), (2, 0, 1), (0, 1, 2, 3), (0, 2, 3, 1),
+             (1, 0, 3, 2)],
+    "k": [(1, 1), (3, 3), (5, 3), (2, 2), (4, 4)], "kh": [1, 2, 3], "kw": [1, 2, 3],
+    "s1": [1, 2], "s2": [1, 2], "c": [1, 2, 3],
+    "n": [(1, 1), (2, 2), (3, 3)],
+    "ic": [(1, 1, 1, 1), (2, 2, 3, 3), (3, 3, 1, 1), (2, 2, 1, 3)],
+}
+# the strictness axioms name their attribute variables after the attributes
+DOMAINS.update(strides=DOMAINS["s"], pads=DOMAINS["p"], dilations=DOMAINS["d"],
+               groups=DOMAINS["g"], activation=DOMAINS["act"], kernel=DOMAINS["k"],
+               axis=[0, 1, 2], sizes=[(1, 1), (1, 2), (2, 1), (2, 2)],
+               count_include_pad=DOMAINS["cip"])
+
+
+def iv(v: Any) -> Any:
+    """An integer term: "?name" is the attribute variable IVar(name)."""
+    return IVar(v[1:]) if isinstance(v, str) and v.startswith("?") else v
+
+
+def ok(e: Any) -> Ok:
+    return Ok(e)
+
+
+def eq(a: Any, b: Any) -> Cmp:
+    return Cmp("==", iv(a), iv(b))
+
+
+def ne(a: Any, b: Any) -> Cmp:
+    return Cmp("!=", iv(a), iv(b))
+
+
+def ge(a: Any, b: Any) -> Cmp:
+    return Cmp(">=", iv(a), iv(b))
+
+
+def dim(e: Any, i: Any) -> Dim:
+    return Dim(e, iv(i))
+
+
+def rank(e: Any) -> Rank:
+    return Rank(e)
+
+
+def ewadd(a, b):
+    return app("ewadd", a, b)
+
+
+def ewmul(a, b):
+    return app("ewmul", a, b)
+
+
+def smul(a, b):
+    return app("scalar_mul", a, b)
+
+
+def act(name, a):
+    return app(name, a)
+
+
+def relu(a):
+    return app("relu", a)
+
+
+def concat(axis, *xs):
+    return app("concat", *xs, axis=axis)
+
+
+def split(a, axis, sizes, k):
+    return app("split", a, axis=axis, sizes=sizes, out=k)
+
+
+def transpose(a, perm=(1, 0)):
+    return app("transpose", a, perm=perm)
+
+
+def matmul(a, b, act="none"):
+    return app("matmul", a, b, activation=act)
+
+
+def conv(a, b, act="none", s="?s", p="?p", d="?d", g="?g"):
+    return app("conv2d", a, b, strides=s, pads=p, dilations=d, groups=g, activation=act)
+
+
+def maxpool(a):
+    return app("maxpool2d", a, kernel="?k", strides="?s", pads="?p")
+
+
+def avgpool(a, **kw):
+    kw = {"kernel": "?k", "strides": "?s", "pads": "?p", "count_include_pad": "?cip", **kw}
+    return app("avgpool2d", a, **kw)
+
+
+
+
+
+# ---- elementwise arithmetic (TASO: ewadd/ewmul associativity, commutativity,
+# distributivity) --------------------------------------------------------------------
+_family = "elementwise"
+axiom("ewadd-comm", "x + y = y + x", ewadd(x, y), ewadd(y, x))
+axiom("ewadd-assoc", "(x + y) + z = x + (y + z)", ewadd(ewadd(x, y), z), ewadd(x, ewadd(y, z)))
+axiom("ewmul-comm", "x * y = y * x", ewmul(x, y), ewmul(y, x))
+axiom("ewmul-assoc", "(x * y) * z = x * (y * z)", ewmul(ewmul(x, y), z), ewmul(x, ewmul(y, z)))
+axiom("ewmul-distrib", "(x + y) * z = x*z + y*z", ewmul(ewadd(x, y), z),
+      ewadd(ewmul(x, z), ewmul(y, z)))
+
+# ---- scalar multiplication (s, t are 0-d) ----------------------------------------------
+_family = "scalar"
+axiom("smul-ewadd", "(x + y)·s = x·s + y·s", smul(ewadd(x, y), s),
+      ewadd(smul(x, s), smul(y, s)), ranks=SCALARS)
+axiom("smul-ewmul", "(x * y)·s = (x·s) * y", smul(ewmul(x, y), s), ewmul(smul(x, s), y),
+      ranks=SCALARS)
+axiom("smul-smul", "(x·s)·t = x·(s * t)", smul(smul(x, s), t), smul(x, ewmul(s, t)),
+      ranks=SCALARS)
+axiom("smul-scalar-ewadd", "x·(s + t) = x·s + x·t", smul(x, ewadd(s, t)),
+      ewadd(smul(x, s), smul(x, t)), ranks=SCALARS)
+
+# ---- activations: idempotence, commuting with concat, transpose and max pooling ------------
+_family = "activation"
+axiom("relu-idem", "relu(relu(x)) = relu(x)", relu(relu(x)), relu(x))
+for _a in ACTS:
+    axiom(f"{_a}-concat", f"{_a}(concat_a(x, y)) = concat_a({_a}(x), {_a}(y))",
+          act(_a, concat("?a", x, y)), concat("?a", act(_a, x), act(_a, y)))
+    axiom(f"{_a}-transpose", f"{_a}(transpose_p(x)) = transpose_p({_a}(x))",
+          act(_a, transpose(x, "?perm")), transpose(act(_a, x), "?perm"))
+axiom("relu-maxpool", "maxpool(relu(x)) = relu(maxpool(x))  (relu is monotone)",
+      maxpool(relu(x)), relu(maxpool(x)))
+
+# ---- fused activations: conv/matmul with an activation is the activation after them ---------
+_family = "fusion"
+for _a in ACTS:
+    axiom(f"conv-{_a}-fusion", f"conv(x, w; act={_a}) = {_a}(conv(x, w))",
+          conv(x, w, act=_a), act(_a, conv(x, w)))
+    axiom(f"matmul-{_a}-fusion", f"matmul(x, y; act={_a}) = {_a}(matmul(x, y))",
+          matmul(x, y, act=_a), act(_a, matmul(x, y)))
+
+# ---- transpose ----------------------------------------------------------------------
+_family = "transpose"
+axiom("transpose-involution", "transpose(transpose(x)) = x  (2-D, where defined)",
+      transpose(transpose(x)), x, ok(transpose(transpose(x))))
+axiom("transpose-ewadd", "transpose_p(x + y) = transpose_p(x) + transpose_p(y)",
+      transpose(ewadd(x, y), "?perm"), ewadd(transpose(x, "?perm"), transpose(y, "?perm")))
+axiom("transpose-ewmul", "transpose_p(x * y) = transpose_p(x) * transpose_p(y)",
+      transpose(ewmul(x, y), "?perm"), ewmul(transpose(x, "?perm"), transpose(y, "?perm")))
+axiom("transpose-smul", "transpose_p(x·s) = transpose_p(x)·s",
+      transpose(smul(x, s), "?perm"), smul(transpose(x, "?perm"), s), ranks=SCALARS)
+axiom("transpose-matmul", "transpose(matmul(x, y)) = matmul(transpose(y), transpose(x))",
+      transpose(matmul(x, y, "?act")), matmul(transpose(y), transpose(x), "?act"))
+axiom("transpose-concat0", "transpose(concat_0(x, y)) = concat_1(transpose(x), transpose(y))",
+      transpose(concat(0, x, y)), concat(1, transpose(x), transpose(y)))
+axiom("transpose-concat1", "transpose(concat_1(x, y)) = concat_0(transpose(x), transpose(y))",
+      transpose(concat(1, x, y)), concat(0, transpose(x), transpose(y)))
+
+# ---- concat and split ---------------------------------------------------------------------
+_family = "concat"
+axiom("concat-assoc", "concat_a(concat_a(x, y), z) = concat_a(x, concat_a(y, z))",
+      concat("?a", concat("?a", x, y), z), concat("?a", x, concat("?a", y, z)))
+axiom("concat3", "concat_a(x, y, z) = concat_a(concat_a(x, y), z)",
+      concat("?a", x, y, z), concat("?a", concat("?a", x, y), z),
+      triggers=((concat("?a", x, y, z),),))
+axiom("concat4", "concat_a(x, y, z, u) = concat_a(concat_a(x, y, z), u)",
+      concat("?a", x, y, z, u), concat("?a", concat("?a", x, y, z), u),
+      triggers=((concat("?a", x, y, z, u),),))
+axiom("concat-ewadd", "concat_a(x + y, z + u) = concat_a(x, z) + concat_a(y, u)",
+      concat("?a", ewadd(x, y), ewadd(z, u)), ewadd(concat("?a", x, z), concat("?a", y, u)),
+      ok(concat("?a", ewadd(x, y), ewadd(z, u))))
+axiom("concat-ewmul", "concat_a(x * y, z * u) = concat_a(x, z) * concat_a(y, u)",
+      concat("?a", ewmul(x, y), ewmul(z, u)), ewmul(concat("?a", x, z), concat("?a", y, u)),
+      ok(concat("?a", ewmul(x, y), ewmul(z, u))))
+for _name, _f in (("ewadd", ewadd), ("ewmul", ewmul)):
+    _r = _f(concat("?a", x, z), concat("?a", y, u))
+    axiom(f"{_name}-concat", f"{_name}(concat_a(x, z), concat_a(y, u)) = "
+          f"concat_a({_name}(x, y), {_name}(z, u))  (x, y equal along a)", _r,
+          concat("?a", _f(x, y), _f(z, u)), ok(_r), eq(dim(x, "?a"), dim(y, "?a")))
+axiom("concat-smul", "concat_a(x·s, y·s) = concat_a(x, y)·s",
+      concat("?a", smul(x, s), smul(y, s)), smul(concat("?a", x, y), s), ranks=SCALARS)
+_lhs = concat("?a", concat("?b", x, y), concat("?b", z, u))
+_rhs = concat("?b", concat("?a", x, z), concat("?a", y, u))
+axiom("concat-interchange", "concat_a(concat_b(x, y), concat_b(z, u)) = "
+      "concat_b(concat_a(x, z), concat_a(y, u))  (a ≠ b, block matrices)",
+      _lhs, _rhs, ok(_lhs), ok(_rhs), ne("?a", "?b"), ge("?a", 0), ge("?b", 0))
+axiom("concat-empty-left", "concat_a(x, y) = y  when x is empty along a",
+      concat("?a", x, y), y, ok(concat("?a", x, y)), ge("?a", 0), eq(dim(x, "?a"), 0),
+      sizes=(0, 1, 2))
+axiom("concat-empty-right", "concat_a(x, y) = x  when y is empty along a",
+      concat("?a", x, y), x, ok(concat("?a", x, y)), ge("?a", 0), eq(dim(y, "?a"), 0),
+      sizes=(0, 1, 2))
+_parts = (dim(x, "?a"), dim(y, "?a"))
+for _k, _v in enumerate((x, y)):
+    _l = split(concat("?a", x, y), "?a", _parts, _k)
+    axiom(f"split-concat{_k}", f"split_a(concat_a(x, y), sizes of x, y)[{_k}] = {_v}",
+          _l, _v, ok(_l))
+_l = concat("?a", split(x, "?a", ("?s1", "?s2"), 0), split(x, "?a", ("?s1", "?s2"), 1))
+axiom("concat-split", "concat_a(split_a(x)[0], split_a(x)[1]) = x", _l, x, ok(_l))
+
+# ---- matrix products (TASO: associativity, distributivity, concat interchange, scalars,
+# the identity matrix) -------------------------------------------------------------------------
+_family = "matmul"
+axiom("matmul-assoc", "(x y) z = x (y z)", matmul(matmul(x, y), z), matmul(x, matmul(y, z)))
+axiom("matmul-ewadd-right", "x (y + z) = x y + x z", matmul(x, ewadd(y, z)),
+      ewadd(matmul(x, y), matmul(x, z)), ok(matmul(x, ewadd(y, z))))
+axiom("matmul-ewadd-left", "(x + y) z = x z + y z", matmul(ewadd(x, y), z),
+      ewadd(matmul(x, z), matmul(y, z)), ok(matmul(ewadd(x, y), z)))
+axiom("matmul-smul-left", "(x·s) y = (x y)·s", matmul(smul(x, s), y), smul(matmul(x, y), s),
+      ranks=SCALARS)
+axiom("matmul-smul-right", "x (y·s) = (x y)·s", matmul(x, smul(y, s)), smul(matmul(x, y), s),
+      ranks=SCALARS)
+_l = matmul(x, concat(1, y, z), "?act")
+axiom("matmul-concat-cols", "x [y | z] = [x y | x z]  (2-D)", _l,
+      concat(1, matmul(x, y, "?act"), matmul(x, z, "?act")), ok(_l), eq(rank(x), 2),
+      eq(rank(y), 2))
+_l = matmul(concat(0, x, y), z, "?act")
+axiom("matmul-concat-rows", "[x ; y] z = [x z ; y z]  (2-D)", _l,
+      concat(0, matmul(x, z, "?act"), matmul(y, z, "?act")), ok(_l), eq(rank(x), 2),
+      eq(rank(z), 2))
+_l = matmul(concat(1, x, y), concat(0, z, u))
+axiom("matmul-concat-inner", "[x | y] [z ; u] = x z + y u  (2-D, x cols = z rows)", _l,
+      ewadd(matmul(x, z), matmul(y, u)), ok(_l), eq(dim(x, 1), dim(z, 0)), eq(rank(x), 2),
+      eq(rank(z), 2))
+_l = matmul(x, app("const_imm", shape="?n"))
+axiom("matmul-imm-right", "x I = x", _l, x, ok(_l))
+_l = matmul(app("const_imm", shape="?n"), x)
+axiom("matmul-imm-left", "I x = x", _l, x, ok(_l))
+
+# ---- convolution (TASO: linearity, scalars, kernel/batch/channel concat, enlarge, the
+# identity and averaging kernels) --------------------------------------------------------------
+_family = "conv"
+_l = conv(x, ewadd(w, u))
+axiom("conv-kernel-ewadd", "conv(x, w + u) = conv(x, w) + conv(x, u)", _l,
+      ewadd(conv(x, w), conv(x, u)), ok(_l))
+_l = conv(ewadd(x, y), w)
+axiom("conv-input-ewadd", "conv(x + y, w) = conv(x, w) + conv(y, w)", _l,
+      ewadd(conv(x, w), conv(y, w)), ok(_l))
+axiom("conv-input-smul", "conv(x·s, w) = conv(x, w)·s", conv(smul(x, s), w),
+      smul(conv(x, w), s), ranks=SCALARS)
+axiom("conv-kernel-smul", "conv(x, w·s) = conv(x, w)·s", conv(x, smul(w, s)),
+      smul(conv(x, w), s), ranks=SCALARS)
+_l = conv(x, concat(0, w, u), act="?act", g=1)
+axiom("conv-kernel-concat", "conv(x, concat_0(w, u)) = concat_1(conv(x, w), conv(x, u))", _l,
+      concat(1, conv(x, w, act="?act", g=1), conv(x, u, act="?act", g=1)), ok(_l))
+_l = conv(concat(0, x, y), w, act="?act")
+axiom("conv-batch-concat", "conv(concat_0(x, y), w) = concat_0(conv(x, w), conv(y, w))", _l,
+      concat(0, conv(x, w, act="?act"), conv(y, w, act="?act")), ok(_l))
+_l = conv(concat(1, x, y), concat(1, w, u), g=1)
+axiom("conv-channel-concat", "conv(concat_1(x, y), concat_1(w, u)) = conv(x, w) + conv(y, u)",
+      _l, ewadd(conv(x, w, g=1), conv(y, u, g=1)), ok(_l), eq(dim(x, 1), dim(w, 1)))
+_same = {"s": (1, 1), "p": "same", "d": (1, 1)}
+_l = conv(x, app("enlarge", w, kernel="?k"), act="?act", **_same)
+axiom("conv-enlarge", "conv(x, enlarge(w)) = conv(x, w)  (same pads, stride 1)", _l,
+      conv(x, w, act="?act", **_same), ok(_l))
+_l = conv(x, app("const_iconv", shape="?ic"), g=1, **_same)
+axiom("conv-iconv", "conv(x, identity kernel) = x  (same pads, stride 1)", _l, x, ok(_l))
+_l = conv(x, app("const_pool", shape=("?c", 1, "?kh", "?kw")), d=(1, 1), g="?c")
+_r = avgpool(x, kernel=("?kh", "?kw"), count_include_pad=1)
+axiom("conv-pool", "depthwise conv with the averaging kernel = average pooling", _l, _r,
+      ok(_l), ok(_r))
+
+# ---- pooling ------------------------------------------------------------------------------
+_family = "pool"
+for _name, _pool in (("maxpool", maxpool), ("avgpool", avgpool)):
+    _l = _pool(concat("?a", x, y))
+    axiom(f"{_name}-concat", f"{_name}(concat_a(x, y)) = concat_a({_name}(x), {_name}(y))  "
+          "(batch or channel axis)", _l, concat("?a", _pool(x), _pool(y)), ok(_l),
+          ge("?a", 0), ge(1, "?a"))
+
+# ---- broadcasting arithmetic ----------------------------------------------------------------
+_family = "broadcast"
+axiom("add-ewadd", "add(x, y) = x + y  (equal shapes)", app("add", x, y), ewadd(x, y),
+      ok(ewadd(x, y)))
+axiom("mul-ewmul", "mul(x, y) = x * y  (equal shapes)", app("mul", x, y), ewmul(x, y),
+      ok(ewmul(x, y)))
+axiom("mul-smul", "mul(x, s) = x·s  (s 0-d)", app("mul", x, s), smul(x, s), ok(smul(x, s)),
+      ranks=SCALARS)
+axiom("add-comm", "add(x, y) = add(y, x)", app("add", x, y), app("add", y, x))
+axiom("mul-comm", "mul(x, y) = mul(y, x)", app("mul", x, y), app("mul", y, x))
+axiom("add-assoc", "add(add(x, y), z) = add(x, add(y, z))", app("add", app("add", x, y), z),
+      app("add", x, app("add", y, z)))
+axiom("mul-assoc", "mul(mul(x, y), z) = mul(x, mul(y, z))", app("mul", app("mul", x, y), z),
+      app("mul", x, app("mul", y, z)))
+axiom("mul-add-distrib", "mul(add(x, y), z) = add(mul(x, z), mul(y, z))",
+      app("mul", app("add", x, y), z), app("add", app("mul", x, z), app("mul", y, z)))
+
+# ---- shapes: what each operator's shape rule says about dim() and rank() ----------------------
+_family = "shape"
+for _a in ACTS:
+    axiom(f"{_a}-dim", f"dim({_a}(x), i) = dim(x, i)", dim(act(_a, x), "?i"), dim(x, "?i"))
+    axiom(f"{_a}-rank", f"rank({_a}(x)) = rank(x)", rank(act(_a, x)), rank(x))
+for _name, _f in (("ewadd", ewadd), ("ewmul", ewmul)):
+    _e = _f(x, y)
+    axiom(f"{_name}-dim", f"dim({_name}(x, y), i) = dim(x, i)", dim(_e, "?i"), dim(x, "?i"),
+          ok(_e), triggers=((dim(_e, "?i"),), (_e, dim(x, "?i"))))
+    axiom(f"{_name}-operands", f"dim(x, i) = dim(y, i) where {_name}(x, y) is defined",
+          dim(x, "?i"), dim(y, "?i"), ok(_e),
+          triggers=((_e, dim(x, "?i")), (_e, dim(y, "?i"))))
+    axiom(f"{_name}-rank", f"rank({_name}(x, y)) = rank(x)", rank(_e), rank(x), ok(_e))
+_e = smul(x, s)
+axiom("smul-dim", "dim(x·s, i) = dim(x, i)", dim(_e, "?i"), dim(x, "?i"), ok(_e), ranks=SCALARS)
+axiom("smul-rank", "rank(x·s) = rank(x)", rank(_e), rank(x), ok(_e), ranks=SCALARS)
+_e = concat("?a", x, y)
+axiom("concat-dim-axis", "dim(concat_a(x, y), a) = dim(x, a) + dim(y, a)", dim(_e, "?a"),
+      Arith("+", dim(x, "?a"), dim(y, "?a")), ok(_e), ge("?a", 0), triggers=((_e,),))
+axiom("concat-dim-l", "dim(concat_a(x, y), i) = dim(x, i)  (i ≠ a)", dim(_e, "?i"),
+      dim(x, "?i"), ok(_e), ge("?a", 0), ne("?i", "?a"),
+      triggers=((dim(_e, "?i"),), (_e, dim(x, "?i"))))
+axiom("concat-dim-r", "dim(concat_a(x, y), i) = dim(y, i)  (i ≠ a)", dim(_e, "?i"),
+      dim(y, "?i"), ok(_e), ge("?a", 0), ne("?i", "?a"),
+      triggers=((dim(_e, "?i"),), (_e, dim(y, "?i"))))
+axiom("concat-rank", "rank(concat_a(x, y)) = rank(x)", rank(_e), rank(x), ok(_e))
+for _k, _sk in enumerate(("?s1", "?s2")):
+    _e = split(x, "?a", ("?s1", "?s2"), _k)
+    axiom(f"split{_k}-dim-axis", f"dim(split_a(x; s1, s2)[{_k}], a) = s{_k + 1}", dim(_e, "?a"),
+          _sk, ok(_e), ge("?a", 0))
+    axiom(f"split{_k}-dim", f"dim(split_a(x)[{_k}], i) = dim(x, i)  (i ≠ a)", dim(_e, "?i"),
+          dim(x, "?i"), ok(_e), ge("?a", 0), ne("?i", "?a"))
+    axiom(f"split{_k}-rank", f"rank(split_a(x)[{_k}]) = rank(x)", rank(_e), rank(x), ok(_e))
+_e = matmul(x, y, "?act")
+_2d = (ok(_e), eq(rank(x), 2), eq(rank(y), 2))
+_on = ((_e,),)  # sizes of an application, stated as soon as it exists
+axiom("matmul-dim0", "dim(x y, 0) = dim(x, 0)  (2-D)", dim(_e, 0), dim(x, 0), *_2d, triggers=_on)
+axiom("matmul-dim1", "dim(x y, 1) = dim(y, 1)  (2-D)", dim(_e, 1), dim(y, 1), *_2d, triggers=_on)
+axiom("matmul-inner", "dim(x, 1) = dim(y, 0) where x y is defined  (2-D)", dim(x, 1),
+      dim(y, 0), *_2d, triggers=_on)
+axiom("matmul-rank", "rank(x y) = 2  (2-D)", rank(_e), 2, *_2d)
+_e = conv(x, w, act="?act")
+_on = ((_e,),)
+axiom("conv-dim0", "dim(conv(x, w), 0) = dim(x, 0)", dim(_e, 0), dim(x, 0), ok(_e), triggers=_on)
+axiom("conv-dim1", "dim(conv(x, w), 1) = dim(w, 0)", dim(_e, 1), dim(w, 0), ok(_e), triggers=_on)
+axiom("conv-channels", "dim(x, 1) = dim(w, 1) · groups where conv(x, w) is defined",
+      dim(x, 1), Arith("*", dim(w, 1), iv("?g")), ok(_e), triggers=_on)
+axiom("conv-rank", "rank(conv(x, w)) = 4", rank(_e), 4, ok(_e))
+_e = transpose(x)
+axiom("transpose-dim0", "dim(transpose(x), 0) = dim(x, 1)  (2-D)", dim(_e, 0), dim(x, 1), ok(_e))
+axiom("transpose-dim1", "dim(transpose(x), 1) = dim(x, 0)  (2-D)", dim(_e, 1), dim(x, 0), ok(_e))
+axiom("transpose-rank", "rank(transpose(x)) = rank(x)", rank(transpose(x, "?perm")), rank(x),
+      ok(transpose(x, "?perm")))
+for _name, _e in (("maxpool", maxpool(x)), ("avgpool", avgpool(x)),
+                  ("enlarge", app("enlarge", x, kernel="?k"))):
+    axiom(f"{_name}-dim", f"dim({_name}(x), i) = dim(x, i)  (i = 0, 1)", dim(_e, "?i"),
+          dim(x, "?i"), ok(_e), ge("?i", 0), ge(1, "?i"))
+    axiom(f"{_name}-rank", f"rank({_name}(x)) = 4", rank(_e), 4, ok(_e))
+# An operator applied to ⊥ is ⊥: a defined application has defined operands.
+_family = "strict"
+for _op in ("ewadd", "ewmul", "scalar_mul", "relu", "sigmoid", "tanh", "transpose", "matmul",
+            "conv2d", "maxpool2d", "avgpool2d", "enlarge", "add", "mul", "split"):
+    _o = OPS[_op]
+    _args = (x, y)[:len(_o.inputs)]
+    _e = app(_op, *_args, **{k: f"?{k}" for k in _o.attrs})
+    for _v in _args:
+        axiom(f"{_op}-strict-{_v}", f"ok({_op}(...{_v}...)) implies ok({_v})", _v, None, ok(_e),
+              rel="ok", triggers=((_e,),), ranks={"y": 0} if _op == "scalar_mul" else {})
+for _n in (2, 3, 4):
+    _args = (x, y, z, u)[:_n]
+    _e = concat("?a", *_args)
+    for _v in _args:
+        axiom(f"concat{_n}-strict-{_v}", f"ok(concat(...{_v}...)) implies ok({_v})", _v, None,
+              ok(_e), rel="ok", triggers=((_e,),))
+_family = "shape"
+axiom("dim-nonneg", "dim(x, i) >= 0", dim(x, "?i"), 0, rel=">=", triggers=((dim(x, "?i"),),))
+
+
+# ---- the numeric check ----------------------------------------------------------------------
+@dataclass
+class Outcome:
+    status: str  # "held" (compared on well-shaped values), "vacuous" or "violated"
+    detail: dict = field(default_factory=dict)
+
+
+def _guards(ax: Axiom) -> tuple[list[Any], list[Any]]:
+    oks = [c.t for c in ax.when if isinstance(c, Ok)]
+    cmps = [c for c in ax.when if not isinstance(c, Ok)]
+    return oks, cmps
+
+
+def check_axiom(ax: Axiom, seed: int, budget: int = 3000) -> Outcome:
+    """Evaluate `ax` on the numpy reference: find shapes where its guards hold and
+    one side is well-shaped, draw values, and compare both sides in the ⊥ model
+    (also with one variable set to ⊥). A violation is a counterexample."""
+    rng = np.random.default_rng(seed)
+    oks, cmps = _guards(ax)
+    tensor_eq = ax.rel == "==" and isinstance(ax.lhs, (Var, App))
+    sides = [ax.lhs, ax.rhs] if tensor_eq else [None]
+    status = "vacuous"
+    for side in sides:
+        terms = [*oks, *([side] if side is not None and not isinstance(side, Var) else [])]
+        if side is None:
+            terms += [a for a in _apps(ax.lhs, ax.rhs)]
+        sol = solve(terms, cmps, ranks=ax.ranks, domains=DOMAINS, rng=rng, sizes=ax.sizes,
+                    budget=budget)
+        if sol is None:
+            continue
+        shapes, ints = sol
+        for v in ax.tensor_vars():
+            r = ax.ranks.get(v, int(rng.integers(1, 5)))
+            shapes.setdefault(v, tuple(int(d) for d in rng.choice(ax.sizes, r)))
+        for v in ax.int_vars():
+            ints.setdefault(v, DOMAINS[v][int(rng.integers(len(DOMAINS[v])))])
+        values = {v: rng.standard_normal(sh).astype(np.float32) for v, sh in shapes.items()}
+        bad = _compare(ax, shapes, ints, values, tensor_eq)
+        if bad:
+            return Outcome("violated", bad)
+        status = "held"
+        # the same assignment with one variable ⊥ (unguarded axioms must survive it)
+        v = ax.tensor_vars()[int(rng.integers(len(ax.tensor_vars())))]
+        bad = _compare(ax, {**shapes, v: None}, ints, {**values, v: None}, tensor_eq)
+        if bad:
+            return Outcome("violated", {**bad, "bottom": v})
+    return Outcome(status)
+
+
+def _apps(*ts: Any) -> list[Any]:
+    from .terms import apps
+    return apps(ts)
+
+
+def _compare(ax: Axiom, shapes, ints, values, tensor_eq: bool) -> dict:
+    ev = Evaluator(shapes, ints, values)
+    if not all(ev.holds(c) for c in ax.when):
+        return {}
+    info = {"shapes": shapes, "ints": ints}
+    if ax.rel == "ok":
+        return {} if ev.shape(ax.lhs) is not None else {**info, "lhs": None}
+    if not tensor_eq:
+        a, b = ev.int(ax.lhs), ev.int(ax.rhs)
+        good = a >= b if ax.rel == ">=" else a == b
+        return {} if good else {**info, "lhs": a, "rhs": b}
+    la, ra = ev.value(ax.lhs), ev.value(ax.rhs)
+    if la is None and ra is None:
+        return {}
+    if la is None or ra is None or la.shape != ra.shape:
+        return {**info, "lhs_shape": None if la is None else la.shape,
+                "rhs_shape": None if ra is None else ra.shape}
+    diff = float(np.max(np.abs(la.astype(np.float64) - ra), initial=0.0))
+    scale = max(1.0, float(np.max(np.abs(la), initial=0.0)))
+    return {} if diff <= 1e-4 * scale else {**info, "max_diff": diff}

@@ -1,0 +1,90 @@
+"""Proof of one rule: axioms ∧ ok(both sides) ∧ ¬(src = dst) is unsat.
+
+Each check runs in a fresh Z3 solver with a timeout, model-based quantifier
+instantiation off (E-matching on the axioms' triggers only), and only the axioms
+a rule can reach: those whose triggers mention operators the rule or the axioms
+already taken in introduce. Axioms are tracked, so the unsat core names the
+axioms the proof used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import z3
+
+from .axioms import AXIOMS, Axiom
+from .encode import Encoding
+from .terms import apps
+
+_STATE: dict[str, Any] = {}
+
+
+def encoding() -> Encoding:
+    """This process's encoding and compiled axioms (built once)."""
+    if "enc" not in _STATE:
+        z3.set_param("smt.mbqi", False)
+        enc = Encoding()
+        _STATE["enc"] = enc
+        _STATE["formulas"] = {ax.name: enc.axiom(ax) for ax in AXIOMS}
+    return _STATE["enc"]
+
+
+def formula(ax: Axiom) -> z3.BoolRef:
+    encoding()
+    if ax.name not in _STATE["formulas"]:
+        _STATE["formulas"][ax.name] = _STATE["enc"].axiom(ax)
+    return _STATE["formulas"][ax.name]
+
+
+def trigger_ops(ax: Axiom) -> list[set[str]]:
+    """For each trigger of an axiom, the operators it needs present."""
+    return [{a.op for a in apps(g)} for g in ax.trigger_groups()]
+
+
+def relevant(ops: Iterable[str], axioms: Sequence[Axiom] = AXIOMS) -> list[Axiom]:
+    """The axioms reachable from a problem over `ops`."""
+    have, chosen = set(ops), []
+    grew = True
+    while grew:
+        grew = False
+        for ax in axioms:
+            if ax in chosen:
+                continue
+            if any(need <= have for need in trigger_ops(ax)):
+                chosen.append(ax)
+                have |= ax.ops()
+                grew = True
+    return chosen
+
+
+def prove(rule, timeout: float = 10.0, axioms: Sequence[Axiom] = AXIOMS) -> dict[str, Any]:
+    """Try to prove `rule`; returns {"proved": bool, "result": "unsat"|"sat"|"unknown",
+    "axioms": [names used], "seconds": float}."""
+    start = time.perf_counter()
+    enc = encoding()
+    hyps, goal, ops = enc.rule(rule)
+    s = z3.Solver()
+    s.set("timeout", max(1, int(timeout * 1000)))
+    s.add(*hyps)
+    s.add(goal)
+    for ax in relevant(ops, axioms):
+        s.assert_and_track(formula(ax), z3.Bool(f"ax:{ax.name}"))
+    r = s.check()
+    used = sorted(str(c)[3:] for c in s.unsat_core()) if r == z3.unsat else []
+    return {"proved": r == z3.unsat, "result": str(r), "axioms": used,
+            "seconds": round(time.perf_counter() - start, 3),
+            "reason": s.reason_unknown() if r == z3.unknown else ""}
+
+
+def implied(ax: Axiom, timeout: float = 2.0, axioms: Sequence[Axiom] = AXIOMS) -> bool:
+    """Whether the other axioms prove `ax` (its negation is unsat with them)."""
+    others = [a for a in axioms if a.name != ax.name]
+    s = z3.Solver()
+    s.set("timeout", max(1, int(timeout * 1000)))
+    s.add(z3.Not(formula(ax)))
+    for a in relevant(ax.ops(), others):
+        s.add(formula(a))
+    return s.check() == z3.unsat

@@ -1,0 +1,114 @@
+"""A small shape solver: find variable shapes (and attribute-variable values)
+under which given terms are well-shaped and given conditions hold.
+
+It never restates an operator's shape rule: it proposes candidates and lets the
+operators' own shape rules (through `Evaluator`) reject them, backtracking over
+variables in order of first use. Candidates for a variable are shapes already
+in play (so operands of elementwise ops tend to agree), those shapes with one
+axis changed (so kernels fit inputs and concat parts differ on the concat axis),
+then random shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .terms import Evaluator, IVar, Ok, Var, apps, int_vars, tensor_vars, walk
+
+Shape = tuple[int, ...]
+
+
+class Budget(Exception):
+    """The search ran out of candidate checks."""
+
+
+def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
+          ranks: dict[str, int | None] | None = None,
+          domains: dict[str, Sequence[Any]] | None = None,
+          rng: np.random.Generator | None = None, sizes: Iterable[int] = (1, 2, 3),
+          budget: int = 4000) -> tuple[dict[str, Shape], dict[str, Any]] | None:
+    """Shapes for the tensor variables and values for the attribute variables of
+    `ok_terms` and `conds` such that every term is well-shaped and every
+    condition holds; None if none is found within `budget` candidate checks."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    ranks = ranks or {}
+    domains = domains or {}
+    everything = [*ok_terms, *conds]
+    tvars = tensor_vars(everything)
+    ivars = int_vars(everything)
+    for v in ivars:
+        if v not in domains:
+            raise KeyError(f"no value domain for attribute variable ?{v}")
+    checks = [(c, _vars_of(c)) for c in [*map(Ok, apps(ok_terms)), *conds]]
+    sizes = sorted(set(sizes))
+    state = {"left": budget}
+    order = [("i", v) for v in ivars] + [("t", v) for v in tvars]
+    shapes: dict[str, Shape] = {}
+    ints: dict[str, Any] = {}
+
+    def consistent(assigned: set[str]) -> bool:
+        ev = Evaluator(shapes, ints)
+        for c, vs in checks:
+            if vs <= assigned:
+                if not ev.holds(c):
+                    return False
+        return True
+
+    def candidates(kind: str, v: str) -> list[Any]:
+        if kind == "i":
+            vals = list(domains[v])
+            return [vals[i] for i in rng.permutation(len(vals))]
+        return _shape_candidates(ranks.get(v), shapes, sizes, rng)
+
+    def search(k: int, assigned: set[str]) -> bool:
+        if k == len(order):
+            return True
+        kind, v = order[k]
+        for c in candidates(kind, v):
+            state["left"] -= 1
+            if state["left"] < 0:
+                raise Budget
+            (ints if kind == "i" else shapes)[v] = c
+            now = assigned | {(kind, v)}
+            if consistent(now) and search(k + 1, now):
+                return True
+            del (ints if kind == "i" else shapes)[v]
+        return False
+
+    try:
+        return (dict(shapes), dict(ints)) if search(0, set()) else None
+    except Budget:
+        return None
+
+
+def _vars_of(t: Any) -> set[str]:
+    return {("t" if isinstance(u, Var) else "i", u.name) for u in walk(t)
+            if isinstance(u, (Var, IVar))}
+
+
+def _shape_candidates(rank: int | None, shapes: dict[str, Shape], sizes: list[int],
+                      rng: np.random.Generator, n_random: int = 24) -> list[Shape]:
+    known = list(dict.fromkeys(shapes.values()))
+    ranks = [rank] if rank is not None else \
+        list(dict.fromkeys([*(len(s) for s in known), *rng.permutation([1, 2, 3, 4]).tolist()]))
+    same = [s for s in known if len(s) in ranks]
+    mutated = [s[:ax] + (d,) + s[ax + 1:] for s in same for ax in range(len(s)) for d in sizes]
+    fresh = [() for r in ranks if r == 0] + [
+        tuple(int(d) for d in rng.choice(sizes, size=r))
+        for r in (ranks[int(rng.integers(len(ranks)))] for _ in range(n_random))]
+    # Mostly reuse shapes in play, but not always: a check must also meet operands
+    # that differ where the operators allow it.
+    groups = [same, mutated, fresh]
+    roll = rng.random()
+    if roll > 0.8:
+        groups = [fresh, mutated, same]
+    elif roll > 0.5:
+        groups = [mutated, same, fresh]
+    out: dict[Shape, None] = {}
+    for g in groups:
+        for i in rng.permutation(len(g)):
+            out.setdefault(g[i])
+    return list(out)
