@@ -65,7 +65,8 @@ class Engine:
         # The core calls back through a weak reference: no cycle keeps either alive.
         me = weakref.ref(self)
         self.core = _search.Core([op_kind(n) for n in self.type_names],
-                                 lambda *a: me()._infer(*a), lambda *a: me()._check(*a))
+                                 lambda *a: me()._infer(*a), lambda *a: me()._check(*a),
+                                 lambda *a: me()._filter(*a))
         self.rules: list[Rule] = []
         self._vars: list[list[str]] = []
         for r in rules:
@@ -107,6 +108,24 @@ class Engine:
         except (ShapeError, ValueError, TypeError, IndexError, KeyError):
             return None
         return [self.shape_id(s) for s in outs], self.op_cost(op, a, shapes)
+
+    def _filter(self, ri: int, p: int, attr: int, in_shapes: list[int]) -> bool:
+        """Can a node with these attributes and input shapes be source node `p`
+        of rule `ri`? Judged on the node alone: what refers to other tensors is
+        left to `_check`."""
+        pn = self.rules[ri].src[p]
+        shapes = [self.shapes[s] for s in in_shapes]
+        for r, s in zip(pn.inputs, shapes):
+            rank = self.rules[ri].vars.get(r, {}).get("rank") if isinstance(r, str) else None
+            if rank is not None and len(s) != rank:
+                return False
+        env = {r: _Shaped(s) for r, s in zip(pn.inputs, shapes)}
+        try:
+            return _attrs_match(pn.op, pn.attrs, dict(self.attrs[attr][1]), shapes, env, {})
+        except KeyError:
+            return True
+        except (ShapeError, ValueError, TypeError, IndexError):
+            return False
 
     def _check(self, ri: int, attr_ids: list[int], outs: list[list[int]],
                var_shapes: list[int], var_wonly: list[int]):

@@ -4,7 +4,8 @@ join the optimized pieces back.
 A cut between two positions of the evaluation order is narrow when few
 computed tensors cross it (are made before and used after). Pieces take
 `min_ops` to `max_ops` operators; within that window the cut goes where the
-fewest tensors cross (the latest such place). Graph inputs and weights are not
+fewest tensors cross: the first place where one tensor crosses, else the
+latest of the narrowest. Graph inputs and weights are not
 counted: every piece reads them directly.
 """
 
@@ -52,9 +53,12 @@ def cut_points(g: Graph, min_ops: int, max_ops: int) -> list[int]:
     cuts, start = [], 0
     while len(ops) - start > max_ops:
         window = range(start + min_ops - 1, min(start + max_ops, len(ops) - 1))
-        best = min(window, key=lambda i: (width[i], -i))
-        cuts.append(best)
-        start = best + 1
+        narrow = [i for i in window if width[i] <= 1]
+        # The first single-tensor cut keeps repeated blocks aligned, so identical
+        # pieces recur; else the narrowest place, the latest among equals.
+        cut = narrow[0] if narrow else min(window, key=lambda i: (width[i], -i))
+        cuts.append(cut)
+        start = cut + 1
     return cuts
 
 

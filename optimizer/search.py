@@ -31,7 +31,7 @@ log = logging.getLogger("taso.optimizer")
 
 DEFAULTS: dict[str, Any] = {"budget": 1000, "alpha": 1.05}
 # Pieces of a partitioned graph: at least MIN, at most MAX operators.
-PIECE_MIN_OPS, PIECE_MAX_OPS = 20, 60
+PIECE_MIN_OPS, PIECE_MAX_OPS = 8, 48
 
 
 def set_search_budget(n: int) -> None:
@@ -108,7 +108,8 @@ class SearchReport:
     rules_applied: dict[str, int]
     explored: int  # graphs expanded
     generated: int  # distinct graphs seen
-    seconds: float
+    seconds: float  # the whole optimization: pieces, search, joining, folding
+    search_seconds: float = 0.0  # in the search core
     pieces: int = 1
     distinct_pieces: int = 1
     num_rules: int = 0
@@ -146,6 +147,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     results: dict[tuple, Any] = {}
     applied: Counter[str] = Counter()
     explored = generated = 0
+    search_seconds = 0.0
     optimized = []
     for k, pg in enumerate(graphs):
         key = piece_key(pg)
@@ -159,6 +161,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                                      progress=cb, progress_every=50 if cb else 0)
             explored += res["expanded"]
             generated += res["generated"]
+            search_seconds += res["seconds"]
             results[key] = res
             log.debug("piece %d/%d: %d ops, cost %.4f -> %.4f, %d expanded, %.3fs", k + 1,
                       len(graphs), cg.num_ops, res["initial_cost"], res["best"].cost,
@@ -173,7 +176,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     report = SearchReport(
         graph=out, cost_before=engine.to_core(g).cost, cost_after=engine.to_core(out).cost,
         rules_applied=dict(sorted(applied.items())), explored=explored, generated=generated,
-        seconds=seconds, pieces=len(graphs), distinct_pieces=len(results),
+        seconds=seconds, search_seconds=search_seconds, pieces=len(graphs),
+        distinct_pieces=len(results),
         num_rules=len(engine.rules), cost_model=model.name,
         extra={"ops_before": g.num_ops()})
     return report

@@ -50,6 +50,19 @@ const NodeInfo& Oracle::infer(int type, int attr, const std::vector<int>& shapes
     return infer_memo_.emplace(std::move(key), std::move(info)).first->second;
 }
 
+bool Oracle::node_ok(int rule, int pnode, const Graph& g, const Node& n) {
+    // Keyed by a 64-bit digest: a collision can only pass a node to the full
+    // check or hide a rewrite, never apply a wrong one.
+    uint64_t h = mix(mix(mix(0x51ed27ULL, rule), pnode), n.attr);
+    for (const Ref& r : n.in) h = mix(h, g.nodes[r.node].out[r.idx]);
+    auto it = filter_memo_.find(h);
+    if (it != filter_memo_.end()) return it->second;
+    ++filter_calls;
+    std::vector<int> shapes;
+    for (const Ref& r : n.in) shapes.push_back(g.nodes[r.node].out[r.idx]);
+    return filter_memo_.emplace(h, filter_(rule, pnode, n.attr, shapes)).first->second;
+}
+
 const std::optional<std::vector<int>>& Oracle::check(int rule, const Graph& g, const Rule& r,
                                                      const Match& m) {
     // The key: everything the semantic check may read.
@@ -84,10 +97,12 @@ const std::optional<std::vector<int>>& Oracle::check(int rule, const Graph& g, c
 }
 
 // ---- graph store ------------------------------------------------------------------
-Core::Core(std::vector<int> kinds_, Oracle::InferFn infer, Oracle::CheckFn check)
-    : oracle(std::move(infer), std::move(check)), kinds(std::move(kinds_)) {}
+Core::Core(std::vector<int> kinds_, Oracle::InferFn infer, Oracle::CheckFn check,
+           Oracle::FilterFn filter)
+    : oracle(std::move(infer), std::move(check), std::move(filter)), kinds(std::move(kinds_)) {}
 
 std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outputs) {
+    ++n_built;
     const int n = static_cast<int>(raw.size());
     // Depth-first post-order from the outputs: a topological order of the live
     // nodes; meeting a node still on the stack means a cycle.
@@ -267,15 +282,19 @@ namespace {
 struct Matcher {
     const Graph& g;
     const Rule& r;
+    int ri;
+    Oracle& oracle;
     const std::vector<std::vector<int>>& by_type;
     const std::vector<std::vector<int>>& consumers;
     std::vector<Match>& found;
     Match m;
     std::vector<char> used;
 
-    Matcher(const Graph& g_, const Rule& r_, const std::vector<std::vector<int>>& bt,
-            const std::vector<std::vector<int>>& cons, std::vector<Match>& out)
-        : g(g_), r(r_), by_type(bt), consumers(cons), found(out), used(g_.nodes.size(), 0) {
+    Matcher(const Graph& g_, const Rule& r_, int ri_, Oracle& o,
+            const std::vector<std::vector<int>>& bt, const std::vector<std::vector<int>>& cons,
+            std::vector<Match>& out)
+        : g(g_), r(r_), ri(ri_), oracle(o), by_type(bt), consumers(cons), found(out),
+          used(g_.nodes.size(), 0) {
         m.nodes.assign(r.src.size(), -1);
         m.vars.assign(r.nvars, Ref{});
     }
@@ -286,6 +305,7 @@ struct Matcher {
         const PNode& pn = r.src[p];
         const Node& nd = g.nodes[c];
         if (used[c] || nd.type != pn.type || nd.in.size() != pn.in.size()) return false;
+        if (!oracle.node_ok(ri, p, g, nd)) return false;
         for (size_t i = 0; i < pn.in.size(); ++i) {
             const Ref& pin = pn.in[i];
             if (pin.node < 0) {
@@ -385,11 +405,11 @@ bool internal_uses_ok(const Graph& g, const Rule& r, const Match& m,
 
 }  // namespace
 
-std::vector<Match> Core::matches(const Graph& g, int ri) const {
+std::vector<Match> Core::matches(const Graph& g, int ri) {
     std::vector<std::vector<int>> by_type, consumers;
     index_graph(g, kinds.size(), by_type, consumers);
     std::vector<Match> all, ok;
-    Matcher(g, rules[ri], by_type, consumers, all).step(0);
+    Matcher(g, rules[ri], ri, oracle, by_type, consumers, all).step(0);
     for (auto& m : all)
         if (internal_uses_ok(g, rules[ri], m, consumers)) ok.push_back(std::move(m));
     return ok;
@@ -399,6 +419,7 @@ std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
     const Rule& r = rules[ri];
     const auto& dst_attrs = oracle.check(ri, g, r, m);
     if (!dst_attrs) return std::nullopt;
+    ++n_applicable;
     std::vector<Node> raw = g.nodes;
     const int n = static_cast<int>(raw.size());
     for (size_t j = 0; j < r.dst.size(); ++j) {
@@ -487,7 +508,8 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
         index_graph(g, kinds.size(), by_type, consumers);
         for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri) {
             std::vector<Match> found;
-            Matcher(g, rules[ri], by_type, consumers, found).step(0);
+            Matcher(g, rules[ri], ri, oracle, by_type, consumers, found).step(0);
+            n_matches += found.size();
             for (Match& m : found) {
                 if (!internal_uses_ok(g, rules[ri], m, consumers)) continue;
                 auto ng = apply(g, ri, m);

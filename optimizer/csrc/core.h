@@ -100,15 +100,24 @@ public:
         int rule, const std::vector<int>& attrs, const std::vector<std::vector<int>>& outs,
         const std::vector<int>& var_shapes, const std::vector<int>& var_wonly)>;
 
-    Oracle(InferFn infer, CheckFn check) : infer_(std::move(infer)), check_(std::move(check)) {}
+    // May graph node (attr, input shapes) stand for source pnode `pnode` of
+    // `rule`, judged on that node alone? A cheap filter; `check` decides.
+    using FilterFn = std::function<bool(int rule, int pnode, int attr,
+                                        const std::vector<int>& shapes)>;
+
+    Oracle(InferFn infer, CheckFn check, FilterFn filter)
+        : infer_(std::move(infer)), check_(std::move(check)), filter_(std::move(filter)) {}
     const NodeInfo& infer(int type, int attr, const std::vector<int>& shapes);
+    bool node_ok(int rule, int pnode, const Graph& g, const Node& n);
     const std::optional<std::vector<int>>& check(int rule, const Graph& g, const Rule& r,
                                                  const Match& m);
-    size_t infer_calls = 0, check_calls = 0;
+    size_t infer_calls = 0, check_calls = 0, filter_calls = 0;
 
 private:
     InferFn infer_;
     CheckFn check_;
+    FilterFn filter_;
+    std::unordered_map<uint64_t, bool> filter_memo_;
     std::unordered_map<std::vector<int64_t>, NodeInfo, VecHash> infer_memo_;
     std::unordered_map<std::vector<int64_t>, std::optional<std::vector<int>>, VecHash> check_memo_;
 };
@@ -134,7 +143,8 @@ struct SearchResult {
 
 class Core {
 public:
-    Core(std::vector<int> kinds, Oracle::InferFn infer, Oracle::CheckFn check);
+    Core(std::vector<int> kinds, Oracle::InferFn infer, Oracle::CheckFn check,
+         Oracle::FilterFn filter);
 
     int add_rule(Rule r);  // computes the match plan; returns the rule index
     // Finalize raw nodes (any order, inputs by raw index): topological order,
@@ -144,7 +154,7 @@ public:
     Graph build(std::vector<Node> raw, std::vector<Ref> outputs);  // throws on error
 
     // Every structural match of rule `ri` that passes the outside-use check.
-    std::vector<Match> matches(const Graph& g, int ri) const;
+    std::vector<Match> matches(const Graph& g, int ri);
     std::optional<Graph> apply(const Graph& g, int ri, const Match& m);
     // All one-step rewrites of g: (rule index, graph).
     std::vector<std::pair<int, Graph>> expand(const Graph& g);
@@ -153,6 +163,9 @@ public:
 
     Oracle oracle;
     std::vector<int> kinds;
+    // Work counters, for benchmarks: structural matches, matches that passed
+    // every check, and graphs built.
+    size_t n_matches = 0, n_applicable = 0, n_built = 0;
     std::vector<Rule> rules;
 };
 

@@ -69,7 +69,8 @@ NB_MODULE(_search, m) {
     nb::class_<Core>(m, "Core")
         .def(
             "__init__",
-            [](Core* self, std::vector<int> kinds, nb::callable infer, nb::callable check) {
+            [](Core* self, std::vector<int> kinds, nb::callable infer, nb::callable check,
+               nb::callable filter) {
                 Oracle::InferFn inf = [infer](int type, int attr, const std::vector<int>& shapes)
                     -> std::optional<std::pair<std::vector<int>, double>> {
                     nb::object r = infer(type, attr, shapes);
@@ -85,12 +86,16 @@ NB_MODULE(_search, m) {
                     if (r.is_none()) return std::nullopt;
                     return nb::cast<std::vector<int>>(r);
                 };
-                new (self) Core(std::move(kinds), std::move(inf), std::move(chk));
+                Oracle::FilterFn flt = [filter](int rule, int pnode, int attr,
+                                                const std::vector<int>& shapes) {
+                    return nb::cast<bool>(filter(rule, pnode, attr, shapes));
+                };
+                new (self) Core(std::move(kinds), std::move(inf), std::move(chk), std::move(flt));
             },
-            nb::arg("kinds"), nb::arg("infer"), nb::arg("check"),
+            nb::arg("kinds"), nb::arg("infer"), nb::arg("check"), nb::arg("filter"),
             "kinds: the Kind of each type id; infer(type, attr, in_shapes) -> (out_shapes, "
             "cost) | None; check(rule, attrs, out_shapes, var_shapes, var_weight_only) -> "
-            "target attr ids | None")
+            "target attr ids | None; filter(rule, pnode, attr, in_shapes) -> bool")
         .def(
             "add_rule",
             [](Core& c, int nvars, const std::vector<PNodeT>& src, const std::vector<PNodeT>& dst,
@@ -123,7 +128,7 @@ NB_MODULE(_search, m) {
             nb::arg("nodes"), nb::arg("outputs"))
         .def(
             "matches",
-            [](const Core& c, const Graph& g, int rule) {
+            [](Core& c, const Graph& g, int rule) {
                 std::vector<std::pair<std::vector<int>, std::vector<RefT>>> out;
                 for (const Match& m : c.matches(g, rule)) out.push_back({m.nodes, from_refs(m.vars)});
                 return out;
@@ -160,5 +165,15 @@ NB_MODULE(_search, m) {
             nb::arg("progress") = nb::none(), nb::arg("progress_every") = 0)
         .def_prop_ro("infer_calls", [](const Core& c) { return c.oracle.infer_calls; })
         .def_prop_ro("check_calls", [](const Core& c) { return c.oracle.check_calls; })
+        .def_prop_ro("counters", [](const Core& c) {
+            nb::dict d;
+            d["matches"] = c.n_matches;
+            d["applicable"] = c.n_applicable;
+            d["built"] = c.n_built;
+            d["infer_calls"] = c.oracle.infer_calls;
+            d["check_calls"] = c.oracle.check_calls;
+            d["filter_calls"] = c.oracle.filter_calls;
+            return d;
+        })
         .def_prop_ro("num_rules", [](const Core& c) { return c.rules.size(); });
 }

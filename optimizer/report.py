@@ -1,0 +1,45 @@
+"""The summary a user reads after a search: a small table, or one JSON object."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .search import SearchReport
+
+
+def summary_dict(report: SearchReport, **extra: Any) -> dict[str, Any]:
+    d = report.to_json()
+    d.update(extra)
+    return d
+
+
+def summary_text(report: SearchReport, **extra: Any) -> str:
+    d = summary_dict(report, **extra)
+    gain = d["cost_before"] / d["cost_after"] if d["cost_after"] > 0 else float("inf")
+    rows = [
+        ("cost model", d["cost_model"]),
+        ("cost before", f"{d['cost_before']:.4f} ms"),
+        ("cost after", f"{d['cost_after']:.4f} ms  ({gain:.2f}x)"),
+        ("operators", f"{d['ops_before']} -> {d['ops_after']}"),
+        ("graphs explored", f"{d['explored']} expanded, {d['generated']} distinct"),
+        ("pieces", f"{d['pieces']} ({d['distinct_pieces']} distinct)"),
+        ("search seconds", f"{d['search_seconds']:.3f} (total {d['seconds']:.3f})"),
+        ("rules", f"{d['num_rules']} loaded"),
+    ]
+    if d.get("max_error") is not None:
+        rows.append(("max error", f"{d['max_error']:.3g} (onnxruntime, original vs optimized)"))
+    for k, v in extra.items():
+        if k not in dict(rows):
+            rows.append((k, str(v)))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    applied = d["rules_applied"]
+    lines.append(f"{'rules applied':<{width}}  {sum(applied.values())}")
+    for rid, n in sorted(applied.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {n:>5}  {rid}")
+    return "\n".join(lines)
+
+
+def summary_json(report: SearchReport, **extra: Any) -> str:
+    return json.dumps(summary_dict(report, **extra), sort_keys=True)
