@@ -1,0 +1,103 @@
+"""`taso-verify RULES`: prove or refute every rule of a rule set and record it.
+
+RULES is a taso rule-set JSON or TASO's `.pb`. Each rule's verification record
+(status, axioms used, seconds, z3 version, counterexample) is written into the
+rule set: to --output if given (it may be RULES itself, for in place), else to
+a new file beside RULES named <stem>.verified.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import z3
+from taso.rules_db import load
+
+from .report import axiom_report, format_axiom_report
+from .run import apply_records, verify_rules
+
+
+def _progress(total: int, stream=sys.stderr):
+    counts = {"proved": 0, "refuted": 0, "unknown": 0}
+    done = [0]
+    tty = stream.isatty()
+    step = max(1, total // 10)
+
+    def on_done(idx: int, rec: dict) -> None:
+        done[0] += 1
+        counts[rec["status"]] += 1
+        n = done[0]
+        if tty or n % step == 0 or n == total:
+            bar = "#" * (30 * n // total) + "." * (30 - 30 * n // total)
+            line = (f"[{bar}] {n}/{total}  proved {counts['proved']}  refuted "
+                    f"{counts['refuted']}  unknown {counts['unknown']}")
+            stream.write(("\r" + line if tty else line + "\n") + ("\n" if tty and n == total
+                                                                  else ""))
+            stream.flush()
+    return on_done
+
+
+def summary(rules, wall: float) -> dict:
+    counts = {"proved": 0, "refuted": 0, "unknown": 0}
+    for r in rules:
+        counts[r.verification["status"]] += 1
+    secs = [r.verification.get("seconds") or 0.0 for r in rules]
+    return {"rules": len(rules), **counts, "total_seconds": round(sum(secs), 3),
+            "wall_seconds": round(wall, 3), "max_seconds": round(max(secs, default=0.0), 3),
+            "z3": z3.get_version_string()}
+
+
+def format_summary(rules, s: dict) -> str:
+    lines = ["", f"{'status':<10}{'rules':>7}", "-" * 17]
+    for k in ("proved", "refuted", "unknown"):
+        lines.append(f"{k:<10}{s[k]:>7}")
+    lines += ["-" * 17, f"{'total':<10}{s['rules']:>7}",
+              f"solver seconds {s['total_seconds']:.1f} (slowest rule {s['max_seconds']:.2f}), "
+              f"wall {s['wall_seconds']:.1f}, z3 {s['z3']}"]
+    for status in ("refuted", "unknown"):
+        ids = [r.id for r in rules if r.verification["status"] == status]
+        if ids:
+            lines.append(f"{status}: " + ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="taso-verify", description=__doc__.split("\n\n")[0])
+    ap.add_argument("rules", help="rule set: taso JSON or TASO graph_subst.pb")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per rule (default 10)")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--output", help="where to write the rule set with its records")
+    ap.add_argument("--axiom-report", action="store_true",
+                    help="also report axioms no proof used and axioms the others imply")
+    args = ap.parse_args(argv)
+
+    path = Path(args.rules)
+    rs = load(path)
+    start = time.perf_counter()
+    records = verify_rules(rs.rules, args.timeout, args.workers,
+                           on_done=None if args.json else _progress(len(rs.rules)))
+    apply_records(rs.rules, records)
+    out = Path(args.output) if args.output else path.with_name(path.stem + ".verified.json")
+    rs.save(out)
+    s = summary(rs.rules, time.perf_counter() - start)
+    s["output"] = str(out)
+    if args.axiom_report:
+        rep = axiom_report(rs.rules, workers=args.workers)
+        s["axiom_report"] = rep
+    if args.json:
+        print(json.dumps(s, indent=1))
+    else:
+        print(format_summary(rs.rules, s))
+        if args.axiom_report:
+            print(format_axiom_report(s["axiom_report"]))
+        print(f"records written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

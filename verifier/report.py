@@ -1,0 +1,44 @@
+"""Axiom report: which axioms no proof used, and which the other axioms imply.
+
+Usage comes from the unsat cores recorded with each proved rule. An axiom is
+implied when the remaining axioms refute its negation within a short timeout
+(as TASO's verifier reported redundant axioms); an implied axiom is still kept
+if proofs need it to be fast.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections import Counter
+from collections.abc import Iterable
+
+from .axioms import AXIOMS
+
+
+def _implied(name: str, timeout: float) -> tuple[str, bool]:
+    from .axioms import by_name
+    from .prove import implied
+    return name, implied(by_name()[name], timeout)
+
+
+def axiom_report(rules: Iterable, workers: int = 2, timeout: float = 2.0) -> dict:
+    """{"uses": {axiom: number of proofs}, "unused": [...], "implied": [...]}."""
+    uses = Counter()
+    for r in rules:
+        if r.verification.get("status") == "proved":
+            uses.update(r.verification.get("axioms", []))
+    names = [a.name for a in AXIOMS]
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    with ctx.Pool(max(1, workers)) as pool:
+        implied = [n for n, yes in pool.starmap(_implied, [(n, timeout) for n in names]) if yes]
+    return {"uses": {n: uses[n] for n in names}, "unused": [n for n in names if not uses[n]],
+            "implied": implied}
+
+
+def format_axiom_report(rep: dict) -> str:
+    used = sorted(((k, v) for k, v in rep["uses"].items() if v), key=lambda kv: -kv[1])
+    lines = ["", f"axioms used by proofs: {len(used)} of {len(rep['uses'])}"]
+    lines += [f"  {k:<28}{v:>5}" for k, v in used]
+    lines.append(f"unused ({len(rep['unused'])}): " + ", ".join(rep["unused"]))
+    lines.append(f"implied by the others ({len(rep['implied'])}): " + ", ".join(rep["implied"]))
+    return "\n".join(lines)
