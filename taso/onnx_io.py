@@ -165,6 +165,10 @@ def _opset_of(model: onnx.ModelProto, domain: str = "") -> int:
 def _normalize(model: onnx.ModelProto) -> onnx.ModelProto:
     """Inline model-local functions and bring old opsets up to MIN_OPSET, so the
     importers see one form of each operator."""
+    if model.ir_version < 4:
+        # IR 4 only dropped the rule that initializers be listed as inputs; without
+        # it, inference and conversion ignore initializers that are not.
+        model.ir_version = 4
     if model.functions:
         try:
             model = onnx.inliner.inline_local_functions(model)
@@ -419,7 +423,7 @@ class _Loader:
         # shape inference), and the nodes computing from them: such nodes stay
         # opaque, so no static shape is baked into what they compute.
         self.measured: set[str] = set()
-        self.dynamic: set[int] = set()
+        self.dynamic: set[tuple[int, int]] = set()
         self._index = -1  # of the node being imported, for messages
         self._values: dict[tuple[int, int], np.ndarray | None] = {}
         self._weight_only: dict[int, bool] = {}
@@ -486,7 +490,7 @@ class _Loader:
             fn = ONNX_IMPORTERS.get(node.op_type) if onnx_domain else None
             if ctx.inputs and ctx.inputs[0] is not None and ctx.inputs[0].dtype != "float32":
                 fn = None
-        if fn is None or any(t is not None and t.node in self.dynamic for t in ctx.inputs):
+        if fn is None or any(t is not None and t.ref in self.dynamic for t in ctx.inputs):
             return self.opaque(ctx)
         try:
             outs = fn(ctx)
@@ -548,14 +552,13 @@ class _Loader:
                      out_shapes=tuple(shapes), out_dtypes=tuple(dtypes), opset=ctx.opset,
                      absent=tuple(k for k, t in enumerate(ctx.inputs) if t is None),
                      outer=tuple(outer))
-        dynamic = (any(t.node in self.dynamic for t in inputs)
-                   or any(o in self.measured for o in outs))
-        folded = None if dynamic else self._fold(attrs, inputs, outs)
+        dynamic_in = any(t.ref in self.dynamic for t in inputs)
+        dynamic = [dynamic_in or o in self.measured for o in outs]
+        folded = None if any(dynamic) else self._fold(attrs, inputs, outs)
         if folded is not None:
             return folded
         ts = self.g.add_node("opaque", inputs, name=node.name or None, **attrs)
-        if dynamic:
-            self.dynamic.add(ts[0].node)
+        self.dynamic.update(t.ref for t, d in zip(ts, dynamic) if d)
         return ts
 
     def _fold(self, attrs: dict, inputs: list[Tensor], outs: list[str]) -> list[Tensor] | None:
