@@ -208,9 +208,29 @@ def test_memory_weight_adds_peak_memory():
     base = get_cost_model(lambda op, attrs, shapes: 0.0 if op in ("input", "weight") else 1.0)
     g = graph_chain()
     m = MemoryWeighted(base, memory_weight=2.0)
-    assert m.op_cost("relu", {}, [(4,)]) == 1.0
+    assert m.op_cost("relu", {}, [(1024, 256)]) == pytest.approx(1.0 + 2.0)  # writes 1 MiB
+    assert m.op_cost("reshape", {"shape": (256, 1024)}, [(1024, 256)]) == 1.0  # a view
     assert m.graph_cost(g) == pytest.approx(base.graph_cost(g)
                                             + 2.0 * peak_memory_bytes(g) / 2**20)
+
+
+def test_memory_weight_penalizes_merge_plus_split():
+    def split_graph(merged):
+        g = taso.new_graph()
+        x = g.new_input((64, 64))
+        ws = [g.new_weight((64, 64)) for _ in range(3)]
+        if merged:
+            outs = g.split(g.matmul(x, g.concat(1, ws)), 1, 3)
+        else:
+            outs = [g.matmul(x, w) for w in ws]
+        for t in outs:
+            g.mark_output(t)
+        return g
+
+    time_only = get_cost_model(lambda op, attrs, shapes: 0.0)
+    m = MemoryWeighted(time_only, memory_weight=1.0)
+    assert peak_memory_bytes(split_graph(True)) > peak_memory_bytes(split_graph(False))
+    assert m.graph_cost(split_graph(True)) > m.graph_cost(split_graph(False))
 
 
 def test_make_cost_model_applies_options(tmp_path):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from taso.ir import Graph
+from taso.ops import OPS
 
 from . import CostModel, Shape, constant_nodes
 
@@ -64,12 +65,15 @@ MIB = float(2**20)
 
 
 class MemoryWeighted(CostModel):
-    """time + memory_weight x peak memory: milliseconds plus `memory_weight`
-    milliseconds per MiB of `peak_memory_bytes`.
+    """A weighted sum of time and memory: milliseconds plus `memory_weight`
+    milliseconds per MiB.
 
-    Per node it is the base model's time (peak memory belongs to a whole graph,
-    not to a node); `graph_cost` adds the memory term, so a search that ranks
-    whole graphs by `graph_cost` trades time for memory at the stated rate."""
+    `graph_cost` adds the weight times the graph's peak memory
+    (`peak_memory_bytes`). Peak memory belongs to a whole graph, and the search
+    ranks candidates by sums of node costs, so `op_cost` adds the weight times
+    the MiB the node's outputs allocate: an additive stand-in that grows with the
+    peak (a merged MatMul plus Split allocates its result twice) and steers the
+    search the same way."""
 
     def __init__(self, base: CostModel, memory_weight: float):
         self.base = base
@@ -77,8 +81,9 @@ class MemoryWeighted(CostModel):
         self.name = f"{base.name}+memory"
         self.device = base.device
 
-    def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
-        return self.base.op_cost(op, attrs, shapes)
+    def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape], **kw: Any) -> float:
+        return self.base.op_cost(op, attrs, shapes, **kw) + self.memory_weight * \
+            output_bytes(op, attrs, shapes) / MIB
 
     def memory_cost(self, graph: Graph) -> float:
         return self.memory_weight * peak_memory_bytes(graph) / MIB
@@ -91,3 +96,13 @@ class MemoryWeighted(CostModel):
         if name == "base":
             raise AttributeError(name)
         return getattr(self.base, name)
+
+
+def output_bytes(op: str, attrs: dict[str, Any], shapes: list[Shape]) -> int:
+    """Bytes one node's outputs allocate (float32); sources and views allocate none."""
+    if op in ("input", "weight", "reshape") or OPS[op].weight_only:
+        return 0
+    if op == "opaque":
+        return sum(tensor_bytes(s, d) for s, d in zip(attrs["out_shapes"], attrs["out_dtypes"]))
+    o = OPS[op]
+    return sum(tensor_bytes(s) for s in o.out_shapes(o.resolve(dict(attrs), shapes), shapes))

@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -101,6 +102,17 @@ def clock_for(threads: int) -> Callable[[], int]:
     return time.thread_time_ns if threads == 1 else time.perf_counter_ns
 
 
+@cache
+def last_level_cache_bytes() -> int:
+    """Size of the largest CPU cache (sysfs), or 32 MiB when it cannot be read."""
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip()
+        unit = {"K": 2**10, "M": 2**20}.get(text[-1], 1)
+        sizes.append(int(text.rstrip("KM")) * unit)
+    return max(sizes, default=32 * 2**20)
+
+
 def time_runs(fn: Callable[[], Any], warmup: int = 2, repeats: int = 10,
               min_seconds: float = 0.0, max_repeats: int = 1000,
               clock: Callable[[], int] = time.perf_counter_ns) -> list[float]:
@@ -123,16 +135,33 @@ def median_ms(fn: Callable[[], Any], **timing: Any) -> float:
     return statistics.median(time_runs(fn, **timing))
 
 
+def weight_copies(const_bytes: int, limit: int = 16) -> int:
+    """How many copies of a node with `const_bytes` of constant inputs to time
+    side by side so that each copy's constants are evicted from the caches by
+    the others' before its next run (twice the last-level cache in all)."""
+    if const_bytes == 0:
+        return 1
+    return max(1, min(limit, -(-2 * last_level_cache_bytes() // const_bytes)))
+
+
 def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
-                   consts: Sequence[bool], dtypes: Sequence[str] | None = None) -> Graph:
-    """A graph of one `op` node whose inputs are weights where `consts` says so
-    and graph inputs elsewhere; every output is a graph output."""
+                   consts: Sequence[bool], dtypes: Sequence[str] | None = None,
+                   copies: int = 1) -> Graph:
+    """A graph of `copies` parallel `op` nodes sharing their activation inputs
+    (graph inputs), each with its own constant inputs (weights) where `consts`
+    says so; every output is a graph output. Weights are positive, so that a
+    normalization's variance is one."""
     g = Graph(seed=0)
-    dtypes = dtypes or ["float32"] * len(shapes)
-    ins = [g.new_weight(s) if c else g.new_input(s, dtype=d)
-           for s, c, d in zip(shapes, consts, dtypes)]
-    for t in g.add_node(op, ins, **attrs):
-        g.mark_output(t)
+    rng = np.random.default_rng(0)
+    dtypes = list(dtypes or ["float32"] * len(shapes))
+    shared = {i: g.new_input(s, dtype=d)
+              for i, (s, c, d) in enumerate(zip(shapes, consts, dtypes)) if not c}
+    for _ in range(copies):
+        ins = [shared[i] if i in shared else
+               g.new_weight(s, data=rng.uniform(0.5, 1.0, s).astype(np.float32))
+               for i, s in enumerate(shapes)]
+        for t in g.add_node(op, ins, **attrs):
+            g.mark_output(t)
     return g
 
 
@@ -142,22 +171,30 @@ class OrtCostModel(MeasuredCostModel):
 
     threads: intra-op threads of every timed session (default `default_threads()`).
     warmup, repeats, min_seconds: timing of one key (see `time_runs`).
+    cold_weights: time nodes with constant inputs as parallel copies whose
+    constants evict each other from the caches (see `weight_copies`), as a
+    model's weights are evicted between uses; the cost is one copy's share.
     cache: a `CostCache`, a path to one, None for the default path, or False to
     keep measurements in memory only."""
 
     name = "ort"
 
     def __init__(self, threads: int | None = None, warmup: int = 3, repeats: int = 10,
-                 min_seconds: float = 0.02,
+                 min_seconds: float = 0.02, cold_weights: bool = True,
                  cache: CostCache | str | os.PathLike | bool | None = None):
         super().__init__(cache)
         self.threads = threads or default_threads()
         self.timing = dict(warmup=warmup, repeats=repeats, min_seconds=min_seconds,
                            clock=clock_for(self.threads))
-        self.device = f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}"
+        self.cold_weights = cold_weights
+        self.device = (f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}; "
+                       + ("cold" if cold_weights else "warm") + " weights")
 
     def time_node(self, op, attrs, shapes, consts, dtypes) -> float:
-        return self.time_graph(one_node_graph(op, attrs, shapes, consts, dtypes))
+        const_bytes = sum(4 * int(np.prod(s)) for s, c in zip(shapes, consts) if c)
+        copies = weight_copies(const_bytes) if self.cold_weights else 1
+        ms = self.time_graph(one_node_graph(op, attrs, shapes, consts, dtypes, copies))
+        return (ms - self.overhead_ms) / copies + self.overhead_ms  # one copy's share
 
     def time_overhead(self) -> float:
         # A ReLU of one element: the session run's fixed cost.
