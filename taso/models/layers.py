@@ -3,8 +3,8 @@
 Weights are random but scaled so activations stay O(1) through deep models
 (float32 comparisons against onnxruntime then mean something): convolution and
 dense kernels use He-style scales, batch-norm scales and shifts sit near 1 and
-0, and `calibrate_batchnorm` sets each batch norm's mean and variance to the
-statistics of what reaches it, as training would. All randomness comes from the
+0, and `calibrate_batchnorm` sets each batch norm's statistics from what
+reaches it, so it normalizes, as a trained one would. All randomness comes from the
 graph's seeded generator, so a model is a function of its arguments and seed.
 """
 
@@ -111,13 +111,16 @@ def classifier(g: Graph, x: Tensor, classes: int = 1000) -> Tensor:
 
 
 def calibrate_batchnorm(g: Graph, seed: int = 0) -> Graph:
-    """Set every batch norm's mean and variance to the statistics of its input on
-    seeded random graph inputs, in one pass in evaluation order (each batch norm
-    sees the already calibrated ones before it). Statistics are per channel over
-    the batch and spatial axes; with fewer than 16 values per channel they are
-    pooled over the whole tensor. A variance floor keeps dead channels from
-    amplifying other inputs."""
+    """Scale every batch norm to what reaches it: in one pass in evaluation order
+    on seeded random graph inputs (each batch norm sees the calibrated ones before
+    it), set its variance to the second moment of its input per channel and its
+    mean to a small random fraction of that channel's RMS. Its output then has RMS
+    near its scale, however deep the model. Subtracting the true channel means
+    instead would cancel large values and amplify float32 rounding many times
+    over a deep random network. With fewer than 16 values per channel the moment
+    is pooled over the tensor; a floor keeps dead channels from amplifying."""
     feeds = g.random_inputs(seed)
+    rng = np.random.default_rng(seed)
     vals: dict[int, list[np.ndarray]] = {}
     for n in g.topo_order():
         if n.op == "input":
@@ -131,12 +134,11 @@ def calibrate_batchnorm(g: Graph, seed: int = 0) -> Graph:
             x = xs[0].astype(np.float64)
             c = x.shape[1]
             if x.size // c >= 16:
-                axes = (0, *range(2, x.ndim))
-                mean, var = x.mean(axis=axes), x.var(axis=axes)
+                ms = (x * x).mean(axis=(0, *range(2, x.ndim)))
             else:
-                mean, var = np.full(c, x.mean()), np.full(c, x.var())
-            var = np.maximum(var, 0.01 * var.mean() + 1e-6)
-            for k, v in ((3, mean), (4, var)):
+                ms = np.full(c, (x * x).mean())
+            ms = np.maximum(ms, 0.01 * ms.mean() + 1e-6)
+            for k, v in ((3, 0.1 * rng.standard_normal(c) * np.sqrt(ms)), (4, ms)):
                 src = g.nodes[n.inputs[k][0]]
                 if src.op != "weight":
                     raise ValueError("batch norm statistics must be weights to calibrate")
