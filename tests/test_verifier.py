@@ -1,0 +1,127 @@
+"""taso.verifier: known rules are proved, false rules refuted with a
+counterexample, undecidable ones come back unknown in time, records and the CLI."""
+
+import json
+import time
+
+import pytest
+from taso.rules_db import SHIPPED, Rule, RuleSet, load
+from taso.verifier.cli import main
+from taso.verifier.prove import prove
+from taso.verifier.refute import refute
+from taso.verifier.run import verify_rule, verify_rules
+
+TASO_PB = SHIPPED / "reference" / "graph_subst.pb"
+
+
+@pytest.fixture(scope="module")
+def taso_rules():
+    return load(TASO_PB)
+
+
+def rule(rid, src, dst, outputs=None, **ranks):
+    """A rule from compact node lists: nodes are (op, inputs, attrs); the default
+    maps the last source node to the last target node."""
+    def nodes(ns):
+        return [{"op": op, "inputs": [list(i) if isinstance(i, tuple) else i for i in ins],
+                 "attrs": attrs} for op, ins, attrs in ns]
+    outs = outputs or [[[len(src) - 1, 0], [len(dst) - 1, 0]]]
+    return Rule.from_json({"id": rid, "src": nodes(src), "dst": nodes(dst), "outputs": outs,
+                           "vars": {k: {"rank": r} for k, r in ranks.items()}})
+
+
+FALSE_RULES = [
+    # relu(a + b) = relu(a) + relu(b)
+    rule("relu-additive", [("ewadd", ["a", "b"], {}), ("relu", [(0, 0)], {})],
+         [("relu", ["a"], {}), ("relu", ["b"], {}), ("ewadd", [(0, 0), (1, 0)], {})]),
+    # a b = b a
+    rule("matmul-comm", [("matmul", ["a", "b"], {})], [("matmul", ["b", "a"], {})], a=2, b=2),
+    # concat on the wrong axis: concat_1(relu a, relu b) = relu(concat_0(a, b))
+    rule("concat-wrong-axis", [("relu", ["a"], {}), ("relu", ["b"], {}),
+                               ("concat", [(0, 0), (1, 0)], {"axis": 1})],
+         [("concat", ["a", "b"], {"axis": 0}), ("relu", [(0, 0)], {})], a=2, b=2),
+    # conv with a transposed kernel
+    rule("conv-transposed-kernel", [("conv2d", ["x", "w"], {"pads": "same"})],
+         [("transpose", ["w"], {"perm": [1, 0, 2, 3]}),
+          ("conv2d", ["x", (0, 0)], {"pads": "same"})], x=4, w=4),
+]
+
+
+@pytest.mark.parametrize("idx", [0, 22, 24, 36, 59, 64, 77, 84, 99, 103, 116])
+def test_taso_rules_proved(taso_rules, idx):
+    r = taso_rules.rules[idx]
+    res = prove(r, timeout=10)
+    assert res["proved"], (str(r), res)
+    assert res["axioms"] and res["seconds"] < 10
+
+
+def test_hand_written_rule_proved_with_its_axioms():
+    # conv(x, w1 + w2) with a fused relu = relu(conv(x, w1) + conv(x, w2))
+    r = rule("conv-linear-relu",
+             [("ewadd", ["w1", "w2"], {}),
+              ("conv2d", ["x", (0, 0)], {"pads": "same", "activation": "relu"})],
+             [("conv2d", ["x", "w1"], {"pads": "same"}), ("conv2d", ["x", "w2"], {"pads": "same"}),
+              ("ewadd", [(0, 0), (1, 0)], {}), ("relu", [(2, 0)], {})], x=4, w1=4, w2=4)
+    res = prove(r, timeout=10)
+    assert res["proved"]
+    assert {"conv-kernel-ewadd", "conv-relu-fusion"} <= set(res["axioms"])
+
+
+@pytest.mark.parametrize("r", FALSE_RULES, ids=[r.id for r in FALSE_RULES])
+def test_false_rules_refuted(r):
+    assert not prove(r, timeout=3)["proved"]
+    rec = verify_rule(r, timeout=3)
+    assert rec["status"] == "refuted", rec
+    cex = rec["counterexample"]
+    assert set(cex["shapes"]) == set(r.variables())
+    assert "max_diff" in cex or cex["src_shape"] != cex["dst_shape"]
+
+
+def test_true_rule_is_not_refuted(taso_rules):
+    assert refute(taso_rules.rules[99]) is None  # holds (only on empty channels)
+    assert refute(taso_rules.rules[22]) is None
+
+
+def test_undecidable_rule_is_unknown_in_time():
+    # relu(relu(x) * relu(x)) = relu(x) * relu(x) holds (a square is >= 0) but no
+    # axiom says so: not provable, not refutable.
+    r = rule("relu-of-square", [("relu", ["x"], {}), ("ewmul", [(0, 0), (0, 0)], {}),
+                                ("relu", [(1, 0)], {})],
+             [("relu", ["x"], {}), ("ewmul", [(0, 0), (0, 0)], {})])
+    start = time.perf_counter()
+    [rec] = verify_rules([r], timeout=1.0, workers=1)
+    assert rec["status"] == "unknown"
+    assert time.perf_counter() - start < 2 * 1.0 + 10  # the worker's deadline, with start-up
+
+
+def test_records_in_order_with_versions(taso_rules):
+    rules = [taso_rules.rules[i] for i in (0, 23, 64)] + FALSE_RULES[:1]
+    recs = verify_rules(rules, timeout=5, workers=2)
+    assert [r["status"] for r in recs] == ["proved", "proved", "proved", "refuted"]
+    for rec in recs:
+        assert rec["z3"] and rec["seconds"] >= 0 and rec["timeout"] == 5
+
+
+def test_cli_writes_records_and_json(tmp_path, taso_rules, capsys):
+    rs = RuleSet([taso_rules.rules[i] for i in (0, 69)] + FALSE_RULES[1:2], name="mini")
+    src = tmp_path / "mini.json"
+    rs.save(src)
+    out = tmp_path / "out.json"
+    assert main([str(src), "--json", "--output", str(out), "--timeout", "5"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["proved"], summary["refuted"], summary["unknown"]) == (2, 1, 0)
+    assert summary["total_seconds"] >= 0
+    saved = load(out)
+    assert [r.status for r in saved] == ["proved", "proved", "refuted"]
+    assert saved.rules[0].verification["axioms"]
+    assert main([str(src), "--timeout", "5"]) == 0  # default: a new file beside the input
+    assert (tmp_path / "mini.verified.json").exists()
+    assert "proved" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_all_taso_rules_proved_within_timeout():
+    rules = load(TASO_PB).rules
+    recs = verify_rules(rules, timeout=10, workers=2)
+    assert [r["status"] for r in recs] == ["proved"] * len(rules)
+    assert max(r["seconds"] for r in recs) < 10
