@@ -138,8 +138,8 @@ def group_rules() -> list[Rule]:
 
 def fusion_rules() -> RuleSet:
     rules = bias_rules() + activation_rules() + merge_rules() + group_rules()
-    return RuleSet(rules, name="fusion",
-                   provenance={"source": "hand-written", "module": __name__})
+    rs = RuleSet(rules, name="fusion", provenance={"source": "hand-written", "module": __name__})
+    return RuleSet.from_json(rs.to_json())  # in the form a loaded rule set has
 
 
 def main(argv: list[str] | None = None) -> int:

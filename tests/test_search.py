@@ -1,0 +1,322 @@
+"""The compiled search core and the optimize pipeline on small hand-made graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from taso.optimizer import _search
+from taso.optimizer.check import EquivalenceError, check_equivalence
+from taso.optimizer.cost import get_cost_model
+from taso.optimizer.engine import Engine
+from taso.optimizer.fold import fold_weights
+from taso.optimizer.fusion_rules import fusion_rules
+from taso.optimizer.partition import cut_points, join, split_graph
+from taso.optimizer.search import (
+    resolve_rules,
+    run_search,
+    set_cost_threshold,
+    set_search_budget,
+)
+from taso.rules_db import SHIPPED, PNode, Rule, instantiate, load
+
+import taso
+from taso.models import ALL
+
+FUSION = fusion_rules()
+
+# (A B) C  =>  A (B C)
+REASSOC = Rule("reassoc", [PNode("matmul", ["a", "b"], {"activation": "none"}),
+                           PNode("matmul", [(0, 0), "c"], {"activation": "none"})],
+               [PNode("matmul", ["b", "c"], {"activation": "none"}),
+                PNode("matmul", ["a", (0, 0)], {"activation": "none"})],
+               [((1, 0), (1, 0))])
+
+
+def ops(g: taso.Graph) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    live = g.live()
+    for n in g.nodes.values():
+        if n.id in live and n.op not in ("input", "weight"):
+            counts[n.op] = counts.get(n.op, 0) + 1
+    return counts
+
+
+def assert_same(a: taso.Graph, b: taso.Graph, tol: float = 1e-4) -> None:
+    feeds = a.random_inputs(1)
+    for x, y in zip(a.evaluate(feeds), b.evaluate(feeds)):
+        assert x.shape == y.shape
+        np.testing.assert_allclose(y, x, rtol=tol, atol=tol)
+
+
+def engine(rules) -> Engine:
+    return Engine(rules, get_cost_model("analytic"))
+
+
+def test_core_is_compiled():
+    assert _search.version() >= 2
+    assert "Core" in dir(_search)
+
+
+def test_two_convs_sharing_an_input_become_one():
+    g = taso.new_graph()
+    x = g.new_input((1, 16, 8, 8), name="x")
+    a = g.conv2d(x, g.new_weight((16, 16, 3, 3)), padding="same")
+    b = g.conv2d(x, g.new_weight((16, 16, 3, 3)), padding="same")
+    g.mark_output(a)
+    g.mark_output(b)
+    r = run_search(g, budget=20, rules=FUSION)
+    assert ops(r.graph)["conv2d"] == 1
+    assert r.rules_applied == {"fusion-merge-conv2d": 1}
+    assert r.cost_after < r.cost_before
+    assert_same(g, r.graph)
+    assert check_equivalence(g, r.graph) < 1e-4
+
+
+def test_convs_of_different_kernels_merge_through_enlarge():
+    g = taso.new_graph()
+    x = g.new_input((1, 8, 8, 8), name="x")
+    a = g.conv2d(x, g.new_weight((8, 8, 1, 1)), padding="same")
+    b = g.conv2d(x, g.new_weight((8, 8, 3, 3)), padding="same")
+    g.mark_output(g.concat(1, [a, b]))
+    r = run_search(g, budget=20, rules=FUSION)
+    assert ops(r.graph).get("conv2d") == 1
+    assert "fusion-merge-conv2d-enlarge" in r.rules_applied
+    assert_same(g, r.graph)
+
+
+def _chain(shapes):
+    g = taso.new_graph()
+    a, b, c = (g.new_input(s, name=n) for s, n in zip(shapes, "abc"))
+    g.mark_output(g.matmul(g.matmul(a, b), c))
+    return g
+
+
+def test_matmul_chain_is_reassociated_when_cheaper():
+    g = _chain([(512, 512), (512, 512), (512, 1)])
+    r = run_search(g, budget=20, rules=[REASSOC])
+    assert r.rules_applied == {"reassoc": 1}
+    assert r.cost_after < r.cost_before
+    assert_same(g, r.graph, tol=1e-3)
+
+
+def test_matmul_chain_is_kept_when_reassociation_costs_more():
+    g = _chain([(1, 512), (512, 512), (512, 512)])
+    r = run_search(g, budget=20, rules=[REASSOC])
+    assert r.rules_applied == {}
+    assert r.cost_after == pytest.approx(r.cost_before)
+
+
+def test_match_with_an_outside_use_of_an_internal_output_is_rejected():
+    g = _chain([(4, 4), (4, 4), (4, 4)])
+    e = engine([REASSOC])
+    assert len(e.core.matches(e.to_core(g), 0)) == 1
+    inner = g.nodes[g.outputs[0][0]].inputs[0]  # a @ b, internal to the match
+    g.mark_output(g.tensor(inner))
+    assert e.core.matches(e.to_core(g), 0) == []
+
+
+def test_rewrites_that_would_create_a_cycle_are_dropped():
+    # The second matmul's right operand depends on the first matmul's output:
+    # merging the two would feed the merged product into its own operand.
+    g = taso.new_graph()
+    x = g.new_input((4, 4), name="x")
+    t0 = g.matmul(x, g.new_input((4, 4), name="w1"))
+    t1 = g.matmul(x, g.relu(t0))
+    g.mark_output(t1)
+    merge = FUSION.by_id("fusion-merge-matmul-rank2")
+    e = engine([merge])
+    cg = e.to_core(g)
+    assert len(e.core.matches(cg, 0)) == 2  # both role assignments match structurally
+    assert e.core.expand(cg) == []
+
+
+def test_common_nodes_are_merged_and_dead_nodes_dropped():
+    g = taso.new_graph()
+    x = g.new_input((2, 3), name="x")
+    g.relu(x)  # dead
+    g.mark_output(g.ewadd(g.tanh(x), g.tanh(x)))
+    cg = engine([]).to_core(g)
+    assert cg.num_ops == 2
+
+
+def test_graph_hash_ignores_node_order():
+    def build(order):
+        g = taso.new_graph()
+        x = g.new_input((2, 3), name="x")
+        outs = {}
+        for op in order:
+            outs[op] = getattr(g, op)(x)
+        g.mark_output(g.ewadd(outs["relu"], outs["tanh"]))
+        return g
+
+    e = engine([])
+    assert e.to_core(build(["relu", "tanh"])).hash == e.to_core(build(["tanh", "relu"])).hash
+
+
+def test_weight_constraint_and_symbolic_pads():
+    rule = FUSION.by_id("fusion-conv-batchnorm")
+
+    def graph(weights: bool, pads):
+        g = taso.new_graph()
+        x = g.new_input((1, 4, 6, 6), name="x")
+        mk = g.new_weight if weights else (lambda s: g.new_input(s))
+        y = g.conv2d(x, mk((4, 4, 3, 3)), padding=pads)
+        params = [mk((4,)) for _ in range(4)]
+        g.mark_output(g.batchnorm(y, *params))
+        return g
+
+    e = engine([rule])
+    assert len(e.core.expand(e.to_core(graph(True, "same")))) == 1
+    assert e.core.expand(e.to_core(graph(False, "same"))) == []  # parameters not weights
+    same = FUSION.by_id("fusion-merge-conv2d-enlarge")
+    g = taso.new_graph()
+    x = g.new_input((1, 4, 6, 6), name="x")
+    a = g.conv2d(x, g.new_weight((4, 4, 1, 1)), padding=(0, 0, 0, 0))  # "same" for 1x1
+    b = g.conv2d(x, g.new_weight((4, 4, 3, 3)), padding=(0, 0, 0, 0))  # not "same" for 3x3
+    g.mark_output(g.ewadd(a, g.conv2d(x, g.new_weight((4, 4, 3, 3)), padding=(1, 1, 1, 1))))
+    g.mark_output(b)
+    e = engine([same])
+    found = e.core.expand(e.to_core(g))
+    assert len(found) == 1  # the 1x1 with the padded 3x3 only
+
+
+# Shapes and attribute values that make each fusion rule's source side valid.
+def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
+    rid = rule.id
+    shapes: dict[str, tuple[int, ...]] = {}
+    for v in rule.variables():
+        if "matmul" in rid:
+            rank = 3 if rid.endswith("rank3") else 2
+            shapes[v] = {"x": (3, 5) if rank == 2 else (2, 3, 5)}.get(v, (5, 4))
+        elif "gconv" in rid:
+            groups = int(rid.rsplit("-", 1)[1])
+            shapes[v] = {"x": (1, 2 * groups, 4, 4), "w": (2 * groups, 2, 3, 3)}.get(
+                v, (2 * groups,))
+        else:
+            shapes[v] = {"x": (1, 4, 6, 6), "w": (4, 4, 3, 3), "w2": (4, 4, 3, 3),
+                         "w1": (4, 4, 1, 1) if "enlarge" in rid else (4, 4, 3, 3)
+                         }.get(v, (4,))
+    attrs = {"s": (1, 1), "p": (1, 1, 1, 1), "d": (1, 1), "g": 1, "a": "relu", "e": 1e-3}
+    if "gconv" in rid:
+        attrs["p"] = (1, 1, 1, 1)
+    return shapes, attrs
+
+
+@pytest.mark.parametrize("rule", list(FUSION), ids=lambda r: r.id)
+def test_fusion_rule_fires_and_is_sound(rule):
+    shapes, attrs = _rule_inputs(rule)
+    g = taso.new_graph()
+    sources = {}
+    for v in rule.variables():
+        if rule.vars.get(v, {}).get("weight") or v.startswith(("w", "b", "scale", "mean",
+                                                              "var")):
+            data = g._rng.uniform(0.5, 1.5, shapes[v]).astype(np.float32)
+            sources[v] = g.new_weight(shapes[v], data=data, name=v)
+        else:
+            sources[v] = g.new_input(shapes[v], name=v)
+    instantiate(rule, "src", shapes, attrs, graph=g, sources=sources)
+    e = engine([rule])
+    found = e.core.expand(e.to_core(g))
+    assert found, f"{rule.id} does not fire on its own source side"
+    for _, cg in found:
+        assert_same(g, e.from_core(cg, g), tol=1e-3)
+
+
+def test_fusion_json_matches_its_source():
+    shipped = {r.id: r.to_json() for r in load(SHIPPED / "fusion.json")}
+    assert sorted(shipped) == sorted(r.id for r in FUSION)
+    for r in FUSION:
+        want = r.to_json()
+        assert all(shipped[r.id][k] == want[k] for k in ("src", "dst", "outputs", "vars")), r.id
+
+
+def test_batchnorm_folds_into_the_conv_and_relu_fuses():
+    g = taso.new_graph()
+    x = g.new_input((1, 3, 8, 8), name="x")
+    y = g.conv2d(x, g.new_weight((8, 3, 3, 3)), padding="same")
+    c = 8
+    r = np.random.default_rng(0)
+    y = g.batchnorm(y, *(g.new_weight((c,), data=r.uniform(0.5, 1.5, c).astype(np.float32))
+                         for _ in range(4)))
+    g.mark_output(g.relu(y))
+    rep = run_search(g, budget=20, rules=FUSION)
+    assert ops(rep.graph) == {"conv2d_bias": 1}
+    assert rep.graph.nodes[rep.graph.outputs[0][0]].a["activation"] == "relu"
+    assert check_equivalence(g, rep.graph) < 1e-3
+
+
+def test_fold_weights_turns_weight_only_subgraphs_into_weights():
+    g = taso.new_graph()
+    x = g.new_input((1, 4, 5, 5), name="x")
+    w = g.concat(0, [g.new_weight((2, 4, 3, 3)), g.new_weight((2, 4, 3, 3))])
+    g.mark_output(g.conv2d(x, w, padding="same"))
+    f = fold_weights(g)
+    assert ops(f) == {"conv2d": 1}
+    assert_same(g, f, tol=1e-6)
+
+
+def test_check_equivalence_rejects_a_different_model():
+    g = taso.new_graph()
+    x = g.new_input((2, 3), name="x")
+    g.mark_output(g.relu(x))
+    h = taso.new_graph()
+    y = h.new_input((2, 3), name="x")
+    h.mark_output(h.sigmoid(y))
+    with pytest.raises(EquivalenceError):
+        check_equivalence(g, h)
+
+
+def test_partition_cuts_at_narrow_points_and_joins_back():
+    g = ALL["resnet50"](small=True)
+    cuts = cut_points(g, 8, 24)
+    assert cuts and all(b - a >= 8 for a, b in zip([-1] + cuts, cuts))
+    pieces = split_graph(g, 8, 24)
+    assert len(pieces) == len(cuts) + 1
+    assert sum(p.graph.num_ops() for p in pieces) == g.num_ops()
+    assert_same(g, join(g, pieces, [p.graph for p in pieces]), tol=1e-6)
+
+
+def test_identical_pieces_are_searched_once():
+    g = taso.new_graph()
+    x = g.new_input((1, 8, 6, 6), name="x")
+    for _ in range(14):  # a chain of identical 8-op blocks: pieces cut at block edges
+        x = g.relu(g.conv2d(x, g.new_weight((8, 8, 3, 3)), padding="same"))
+        for _ in range(6):
+            x = g.tanh(x)
+    g.mark_output(x)
+    r = run_search(g, budget=10, rules=FUSION)
+    assert r.pieces > 2 and r.distinct_pieces <= 2
+    assert r.rules_applied == {"fusion-conv2d-relu": 14}
+    assert_same(g, r.graph)
+
+
+def test_defaults_setters_validate():
+    with pytest.raises(ValueError):
+        set_search_budget(0)
+    with pytest.raises(ValueError):
+        set_cost_threshold(0.5)
+    set_search_budget(1000)
+    set_cost_threshold(1.05)
+
+
+def test_default_rules_are_the_proved_shipped_ones():
+    for r in resolve_rules(None):
+        assert r.status == "proved"
+    assert len(resolve_rules(SHIPPED / "fusion.json", unverified=True)) == len(FUSION)
+
+
+def test_public_api():
+    g = _chain([(64, 64), (64, 64), (64, 1)])
+    out = taso.optimize(g, budget=10, rules=[REASSOC])
+    assert_same(g, out, tol=1e-3)
+    assert callable(taso.set_search_budget) and callable(taso.enable_debug_logging)
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_every_model_builder_optimizes_and_passes_the_check(name):
+    g = ALL[name](small=True)
+    rules = list(FUSION)
+    r = run_search(g, budget=10, rules=rules)
+    assert r.cost_after <= r.cost_before + 1e-9
+    r.max_error = check_equivalence(g, r.graph)
+    assert r.max_error < 1e-2
