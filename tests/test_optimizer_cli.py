@@ -1,0 +1,93 @@
+"""taso-opt end to end: ONNX in, checked ONNX out, summary as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from taso.optimizer.check import run_onnx
+from taso.optimizer.cli import main, parse_shape
+from taso.rules_db import SHIPPED, PNode, Rule, RuleSet
+
+import taso
+from taso.models import ALL
+
+FUSION = str(SHIPPED / "fusion.json")
+
+
+@pytest.fixture
+def conv_model(tmp_path):
+    g = taso.new_graph()
+    x = g.new_input((1, 3, 8, 8), name="image")
+    r = np.random.default_rng(0)
+    y = g.conv2d(x, g.new_weight((8, 3, 3, 3)), padding="same")
+    y = g.batchnorm(y, *(g.new_weight((8,), data=r.uniform(0.5, 1.5, 8).astype(np.float32))
+                         for _ in range(4)))
+    g.mark_output(g.relu(y), "out")
+    path = tmp_path / "model.onnx"
+    onnx.save(taso.export_onnx(g), path)
+    return path
+
+
+def test_json_summary_and_checked_output(conv_model, tmp_path, capsys):
+    out = tmp_path / "opt.onnx"
+    rc = main([str(conv_model), "-o", str(out), "--rules", FUSION, "--unverified", "--json",
+               "--budget", "20", "-q"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["cost_after"] < d["cost_before"]
+    assert d["rules_applied"] == {"fusion-conv-batchnorm": 1, "fusion-conv2d_bias-relu": 1}
+    assert d["explored"] >= 1 and d["search_seconds"] >= 0
+    assert 0 <= d["max_error"] < 1e-3
+    m = onnx.load(out)
+    assert [n.op_type for n in m.graph.node] == ["Conv", "Relu"]
+    feeds = {"image": np.random.default_rng(3).standard_normal((1, 3, 8, 8), np.float32)}
+    np.testing.assert_allclose(run_onnx(m, feeds)[0], run_onnx(onnx.load(conv_model), feeds)[0],
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_text_summary(conv_model, tmp_path, capsys):
+    rc = main([str(conv_model), "-o", str(tmp_path / "o.onnx"), "--rules", FUSION,
+               "--unverified", "--budget", "5"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    for word in ("cost before", "cost after", "graphs explored", "search seconds", "max error",
+                 "fusion-conv-batchnorm"):
+        assert word in text
+
+
+def test_a_wrong_rule_fails_the_check_and_writes_nothing(conv_model, tmp_path, capsys):
+    # Unsound on purpose, and cheaper, so the search takes it: relu(x) => x.
+    bad = Rule("drop-relu", [PNode("relu", ["x"])], [], [((0, 0), "x")])
+    path = tmp_path / "bad.json"
+    RuleSet([bad], name="bad").save(path)
+    out = tmp_path / "opt.onnx"
+    rc = main([str(conv_model), "-o", str(out), "--rules", str(path), "--unverified", "-q",
+               "--budget", "5"])
+    assert rc == 1
+    assert not out.exists()
+    assert "differs from the original" in capsys.readouterr().err
+
+
+def test_input_shape_parsing():
+    assert parse_shape("x=1x3x224x224") == ("x", [1, 3, 224, 224])
+    assert parse_shape("a.b=2,3") == ("a.b", [2, 3])
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_shape("nodims")
+
+
+def test_console_script_on_a_model_builder(tmp_path):
+    src = tmp_path / "squeezenet.onnx"
+    onnx.save(taso.export_onnx(ALL["squeezenet"](small=True)), src)
+    out = tmp_path / "opt.onnx"
+    p = subprocess.run([sys.executable, "-m", "taso.optimizer.cli", str(src), "-o", str(out),
+                        "--rules", FUSION, "--unverified", "--budget", "10", "--json",
+                        "--no-partition"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["pieces"] == 1 and out.exists()
