@@ -79,12 +79,14 @@ def conv_bn(g: Graph, x: Tensor, out_channels: int, kernel: int | Sequence[int],
 
 
 def bias(g: Graph, x: Tensor, axis: int = -1) -> Tensor:
-    """Add a learned bias along `axis` (broadcast over the other axes)."""
-    shape = [1] * len(x.shape)
-    shape[axis] = x.shape[axis]
-    if axis in (-1, len(x.shape) - 1):
-        shape = shape[-1:]
-    return g.add(x, g.new_weight(shape, scale=0.1))
+    """Add a learned vector bias along `axis`, broadcast over the other axes. Off
+    the last axis the vector is reshaped to broadcast, the form load_onnx gives a
+    Conv's bias input (and the one the conv-bias fusion rule matches)."""
+    rank = len(x.shape)
+    b = g.new_weight((x.shape[axis],), scale=0.1)
+    if axis % rank != rank - 1:
+        b = g.reshape(b, [x.shape[axis] if i == axis % rank else 1 for i in range(rank)])
+    return g.add(x, b)
 
 
 def conv_bias(g: Graph, x: Tensor, out_channels: int, kernel: int | Sequence[int],

@@ -424,7 +424,8 @@ class ReduceMean(Op):
     def fp(self, a, x):
         axes = tuple(a["axes"])
         n = int(np.prod([x.shape[i] for i in axes]))
-        return mod(mod(x.sum(axis=axes, keepdims=bool(a["keepdims"]))) * inv(n))
+        # np.asarray: reducing every axis without keepdims gives a numpy scalar
+        return np.asarray(mod(mod(x.sum(axis=axes, keepdims=bool(a["keepdims"]))) * inv(n)))
 
     def onnx(self, a, em, ins, outs, shapes):
         emit_reduce_mean(em, ins[0], outs[0], a["axes"], a["keepdims"])
