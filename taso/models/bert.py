@@ -8,14 +8,7 @@ import numpy as np
 
 from taso.ir import Graph, Tensor
 
-from .layers import dense
-
-
-def layernorm(g: Graph, x: Tensor) -> Tensor:
-    d = x.shape[-1]
-    rng = g._rng  # the graph's seeded generator
-    scale = g.new_weight((d,), data=rng.uniform(0.8, 1.2, d).astype(np.float32))
-    return g.layernorm(x, scale, g.new_weight((d,), scale=0.1), epsilon=1e-12)
+from .layers import dense, layernorm
 
 
 def attention(g: Graph, x: Tensor, heads: int) -> Tensor:
@@ -30,16 +23,16 @@ def attention(g: Graph, x: Tensor, heads: int) -> Tensor:
     q = split_heads(dense(g, x, d), (0, 2, 1, 3))
     k = split_heads(dense(g, x, d), (0, 2, 3, 1))  # already transposed for q @ k
     v = split_heads(dense(g, x, d), (0, 2, 1, 3))
-    inv_sqrt = g.new_weight((), data=np.array(dh ** -0.5, np.float32), name=None)
+    inv_sqrt = g.new_weight((), data=np.array(dh ** -0.5, np.float32))
     p = g.softmax(g.mul(g.matmul(q, k), inv_sqrt), axis=-1)
     ctx = g.reshape(g.transpose(g.matmul(p, v), (0, 2, 1, 3)), (b, s, d))
     return dense(g, ctx, d)
 
 
 def encoder_layer(g: Graph, x: Tensor, heads: int, ffn: int) -> Tensor:
-    x = layernorm(g, g.add(x, attention(g, x, heads)))
+    x = layernorm(g, g.add(x, attention(g, x, heads)), epsilon=1e-12)
     h = dense(g, g.gelu(dense(g, x, ffn)), x.shape[-1], gain=2.0)
-    return layernorm(g, g.add(x, h))
+    return layernorm(g, g.add(x, h), epsilon=1e-12)
 
 
 def bert_base(batch_size: int = 1, seq_len: int = 64, hidden: int = 768,

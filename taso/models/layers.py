@@ -59,6 +59,13 @@ def batchnorm(g: Graph, x: Tensor, gamma: float = 1.0, epsilon: float = 1e-5) ->
                        epsilon=epsilon)
 
 
+def layernorm(g: Graph, x: Tensor, epsilon: float = 1e-5) -> Tensor:
+    """Layer norm over the last axis with a scale near 1 and a shift near 0."""
+    d = x.shape[-1]
+    scale = g.new_weight((d,), data=_rng(g).uniform(0.8, 1.2, d).astype(np.float32))
+    return g.layernorm(x, scale, g.new_weight((d,), scale=0.1), epsilon=epsilon)
+
+
 def activation(g: Graph, x: Tensor, act: str | None) -> Tensor:
     if act is None:
         return x
