@@ -26,11 +26,11 @@ EXPORTABLE = sorted(n for n, op in OPS.items()
 
 
 def rnd(r: np.random.Generator, *shape: int) -> np.ndarray:
-    return r.standard_normal(shape).astype(np.float32)
+    return np.asarray(r.standard_normal(shape), np.float32)  # 0-d too
 
 
 def positive(r: np.random.Generator, *shape: int) -> np.ndarray:
-    return (0.5 + r.random(shape)).astype(np.float32)
+    return np.asarray(0.5 + r.random(shape), np.float32)
 
 
 def dims(r: np.random.Generator, rank: int, lo: int = 1, hi: int = 4) -> list[int]:
@@ -39,20 +39,20 @@ def dims(r: np.random.Generator, rank: int, lo: int = 1, hi: int = 4) -> list[in
 
 def broadcast_pair(r: np.random.Generator) -> tuple[list[int], list[int]]:
     """Two shapes that broadcast: the second drops leading axes and sets some to 1."""
-    x = dims(r, int(r.integers(1, 5)))
-    y = [1 if r.random() < 0.4 else d for d in x[int(r.integers(0, len(x))):]]
+    x = dims(r, int(r.integers(0, 5)))
+    y = [1 if r.random() < 0.4 else d for d in x[int(r.integers(0, len(x) + 1)):]]
     return (x, y) if r.random() < 0.5 else (y, x)
 
 
 def _binary(r, same: bool, divisor: bool = False) -> Case:
     x, y = (dims(r, 3),) * 2 if same else broadcast_pair(r)
-    b = positive(r, *y) * np.where(r.random(y) < 0.5, -1, 1).astype(np.float32) \
+    b = np.asarray(positive(r, *y) * np.where(r.random(y) < 0.5, -1, 1), np.float32) \
         if divisor else rnd(r, *y)
     return [rnd(r, *x), b], {}
 
 
 def _unary(r) -> Case:
-    return [rnd(r, *dims(r, int(r.integers(1, 5))))], {}
+    return [rnd(r, *dims(r, int(r.integers(0, 5))))], {}
 
 
 def _window(r, dilate: bool):
@@ -249,7 +249,7 @@ EXAMPLES: dict[str, Callable[[np.random.Generator], Case]] = {
     "slice": _slice,
     "pad": _pad,
     "clip": _clip,
-    "softmax": lambda r: ((x := _unary(r)[0]),
+    "softmax": lambda r: ((x := [rnd(r, *dims(r, int(r.integers(1, 5))))]),
                           {"axis": int(r.integers(-x[0].ndim, x[0].ndim))}),
     "reduce_mean": _reduce_mean,
     "batchnorm": _batchnorm,

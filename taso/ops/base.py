@@ -137,12 +137,10 @@ class Op:
         return [tuple(int(d) for d in s) for s in out]
 
     def run_ref(self, a: dict[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        out = self.ref(a, *xs)
-        return [out] if isinstance(out, np.ndarray) else list(out)
+        return _outputs(self.ref(a, *xs))
 
     def run_fp(self, a: dict[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        out = self.fp(a, *xs)
-        return [out] if isinstance(out, np.ndarray) else list(out)
+        return _outputs(self.fp(a, *xs))
 
     def resolve(self, a: dict[str, Any], shapes: Sequence[Shape]) -> dict[str, Any]:
         """Turn symbolic attribute values (e.g. conv pads "same") into concrete ones."""
@@ -200,6 +198,13 @@ class ConstantOp(Op):
 
     def onnx(self, a, em, ins, outs, shapes):
         em.node("Identity", [em.const(self.ref(a), self.name)], outs)
+
+
+def _outputs(out: Any) -> list[np.ndarray]:
+    # numpy arithmetic on 0-d arrays returns scalars (np.generic): make them arrays.
+    if isinstance(out, (np.ndarray, np.generic)):
+        return [np.asarray(out)]
+    return [np.asarray(o) for o in out]
 
 
 def _is_shape(x: Any) -> bool:

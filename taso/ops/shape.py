@@ -87,7 +87,7 @@ class Transpose(Op):
         return tuple(x[p] for p in a["perm"])
 
     def ref(self, a, x):
-        return np.ascontiguousarray(np.transpose(x, a["perm"]))
+        return np.transpose(x, a["perm"]).copy()  # (ascontiguousarray makes 0-d 1-d)
 
     fp = ref
 
