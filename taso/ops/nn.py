@@ -234,7 +234,7 @@ _erf64 = np.frompyfunc(math.erf, 1, 1)
 
 def erf64(x: np.ndarray) -> np.ndarray:
     """erf in float64 (numpy has none; math.erf is correctly rounded enough)."""
-    return _erf64(np.asarray(x, np.float64)).astype(np.float64)
+    return np.asarray(_erf64(np.asarray(x, np.float64)), np.float64)  # 0-d gives a float
 
 
 class _Unary(Op):
