@@ -35,7 +35,10 @@ def verify_rule(rule: Rule, timeout: float = 10.0) -> dict[str, Any]:
     if p["proved"]:
         rec.update(status="proved", axioms=p["axioms"])
     else:
-        cex = refute(rule, time_limit=timeout)
+        try:
+            cex = refute(rule, time_limit=timeout)
+        except Exception as e:  # no counterexample found: say why
+            cex, p["reason"] = None, f"refutation failed: {type(e).__name__}: {e}"
         if cex is not None:
             rec.update(status="refuted", counterexample=cex)
         else:
@@ -50,7 +53,11 @@ def _serve(conn, timeout: float) -> None:
         if msg is None:
             return
         idx, rule_json = msg
-        conn.send((idx, verify_rule(Rule.from_json(rule_json), timeout)))
+        try:
+            rec = verify_rule(Rule.from_json(rule_json), timeout)
+        except Exception as e:  # recorded, never fatal to the run
+            rec = _killed(timeout, f"error: {type(e).__name__}: {e}")
+        conn.send((idx, rec))
 
 
 class _Worker:

@@ -49,19 +49,23 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
     shapes: dict[str, Shape] = {}
     ints: dict[str, Any] = {}
 
+    seen: dict[Shape, None] = {}  # shapes of sub-terms computed so far: candidates too
+
     def consistent(assigned: set[str]) -> bool:
         ev = Evaluator(shapes, ints)
         for c, vs in checks:
             if vs <= assigned:
                 if not ev.holds(c):
                     return False
+                if isinstance(c, Ok):
+                    seen.setdefault(ev.shape(c.t))
         return True
 
     def candidates(kind: str, v: str) -> list[Any]:
         if kind == "i":
             vals = list(domains[v])
             return [vals[i] for i in rng.permutation(len(vals))]
-        return _shape_candidates(ranks.get(v), shapes, sizes, rng)
+        return _shape_candidates(ranks.get(v), [*shapes.values(), *seen], sizes, rng)
 
     def search(k: int, assigned: set[str]) -> bool:
         if k == len(order):
@@ -89,9 +93,9 @@ def _vars_of(t: Any) -> set[str]:
             if isinstance(u, (Var, IVar))}
 
 
-def _shape_candidates(rank: int | None, shapes: dict[str, Shape], sizes: list[int],
+def _shape_candidates(rank: int | None, shapes: list[Shape], sizes: list[int],
                       rng: np.random.Generator, n_random: int = 24) -> list[Shape]:
-    known = list(dict.fromkeys(shapes.values()))
+    known = list(dict.fromkeys(shapes))
     ranks = [rank] if rank is not None else \
         list(dict.fromkeys([*(len(s) for s in known), *rng.permutation([1, 2, 3, 4]).tolist()]))
     same = [s for s in known if len(s) in ranks]
