@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from taso.optimizer.cost import CostModel, get_cost_model
+from taso.optimizer.cost import CostModel, constant_nodes, get_cost_model
 from taso.optimizer.cost import cupy_backend as gpu
 from taso.optimizer.cost.cache import CostCache
 from taso.optimizer.cost.factory import make_cost_model
-from taso.optimizer.cost.measured import MeasuredCostModel
+from taso.optimizer.cost.measured import MeasuredCostModel, fusable_chains
 from taso.optimizer.cost.memory import (
     MemoryWeighted,
     peak_activation_bytes,
@@ -85,9 +85,13 @@ class CountingDevice(MeasuredCostModel):
         super().__init__(cache)
         self.calls = []
 
-    def time_node(self, op, attrs, shapes, consts, dtypes):
-        self.calls.append((op, consts))
-        return 1.0 + sum(int(np.prod(s)) for s in shapes) / 1000
+    def time_chain(self, links):
+        if len(links) == 1:
+            op, _, ins = links[0]
+            self.calls.append((op, tuple(kind == "w" for kind, _, _ in ins)))
+        else:
+            self.calls.append(tuple(op for op, _, _ in links))
+        return 1.0 + sum(int(np.prod(s)) for _, _, ins in links for _, s, _ in ins) / 1000
 
     def time_overhead(self):
         return 1.0
@@ -117,6 +121,43 @@ def test_measured_model_times_each_key_once_and_persists(tmp_path):
     assert again.measured == 0 and again.calls == []  # a second run measures nothing
 
 
+def conv_block(residual: bool):
+    g = taso.new_graph()
+    x = g.new_input((1, 4, 8, 8))
+    y = g.conv2d(x, g.new_weight((4, 4, 3, 3)), padding="same")
+    y = g.batchnorm(y, *[g.new_weight((4,)) for _ in range(4)])
+    if residual:
+        y = g.ewadd(y, x)
+    g.mark_output(g.relu(y))
+    return g
+
+
+def test_fusable_chains():
+    g = conv_block(residual=True)
+    const = constant_nodes(g)
+    chains = fusable_chains(g, g.live(), const)
+    assert [[g.nodes[i].op for i in c] for c in chains] == [
+        ["conv2d", "batchnorm", "ewadd", "relu"]]
+    # a second consumer of the conv output ends the chain at the conv
+    h = taso.new_graph()
+    x = h.new_input((1, 4, 8, 8))
+    y = h.conv2d(x, h.new_weight((4, 4, 1, 1)))
+    h.mark_output(h.relu(y))
+    h.mark_output(h.tanh(y))
+    assert fusable_chains(h, h.live(), constant_nodes(h)) == []
+
+
+def test_fusing_device_times_chains_as_one_program():
+    m = CountingDevice(False)
+    m.fuses = True
+    cost = m.graph_cost(conv_block(residual=True))
+    assert m.calls == [("conv2d", "batchnorm", "ewadd", "relu")]
+    # every input of every link, less the overhead of one run
+    sizes = (256 + 144) + (256 + 4 * 4) + (256 + 256) + 256
+    assert cost == pytest.approx(1.0 + sizes / 1000 - 1.0)
+    assert not CountingDevice(False).fuses  # per-node by default
+
+
 def test_all_constant_inputs_cost_nothing(tmp_path):
     m = CountingDevice(False)
     assert m.op_cost("matmul", {"activation": "none"}, [(4, 4), (4, 4)], consts=[True, True]) == 0
@@ -143,6 +184,18 @@ def test_ort_bigger_matmul_costs_more(tmp_path):
     small = m.op_cost("matmul", {"activation": "none"}, [(8, 64), (64, 64)])
     big = m.op_cost("matmul", {"activation": "none"}, [(256, 512), (512, 512)])
     assert big > 10 * small  # 2000x the work; a model that cannot tell them apart is broken
+
+
+def test_chain_graph_copies_share_activations():
+    from taso.optimizer.cost.ort import chain_graph
+
+    g = conv_block(residual=True)
+    const = constant_nodes(g)
+    links = MeasuredCostModel.links(g, fusable_chains(g, g.live(), const)[0], const)
+    c = chain_graph(links, copies=3)
+    assert len(c.inputs) == 2  # the conv input and the residual, shared by the copies
+    assert c.num_ops() == 3 * 4 and len(c.outputs) == 3
+    assert len(c.weights) == 3 * 5
 
 
 def test_ort_runner_times_a_one_node_model():

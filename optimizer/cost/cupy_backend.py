@@ -206,14 +206,20 @@ class CupyCostModel(MeasuredCostModel):
         conv = f"cuDNN {self.cudnn.get_build_version()}" if self.cudnn else "im2col+GEMM"
         self.device = f"{name}; cupy {cupy.__version__}; conv by {conv}"
 
-    def time_node(self, op, attrs, shapes, consts, dtypes) -> float:
-        if op == "opaque":
+    def time_chain(self, links) -> float:
+        if any(op == "opaque" for op, _, _ in links):
             return self.overhead_ms  # no lowering: counted as free, the same in every graph
         rng = np.random.default_rng(0)
-        dtypes = dtypes or ["float32"] * len(shapes)
-        xs = [cupy.asarray(rng.standard_normal(s).astype(d)) for s, d in zip(shapes, dtypes)]
-        fn = lambda: run_node(cupy, op, attrs, xs, self.cudnn)  # noqa: E731
-        return statistics.median(time_gpu(fn, self.warmup, self.repeats))
+        args = [[None if kind == "prev" else cupy.asarray(rng.standard_normal(s).astype(d))
+                 for kind, s, d in ins] for _, _, ins in links]
+
+        def run():
+            prev = None
+            for (op, a, _), xs in zip(links, args):
+                prev = run_node(cupy, op, a, [prev if x is None else x for x in xs],
+                                self.cudnn)[0]
+
+        return statistics.median(time_gpu(run, self.warmup, self.repeats))
 
     def time_overhead(self) -> float:
         return statistics.median(time_gpu(lambda: None, self.warmup, self.repeats))

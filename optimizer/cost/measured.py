@@ -1,12 +1,19 @@
 """What the measured cost models share: keys, the memo, the persistent cache,
 constant inputs and the fixed per-run overhead.
 
-A subclass says how to time one node (`time_node`) and one empty run
-(`time_overhead`) on its device; this class decides what is worth timing. A
-node whose inputs are all constants costs nothing (it is folded before the
-model runs); otherwise its key is its operator's `cost_key` plus which inputs
-are constants, looked up in memory, then in the cache, and timed only when both
-miss. The cost is the timing less the overhead, never below zero.
+A subclass says how to time a chain of nodes run as one program (`time_chain`;
+one node is a chain of one) and one empty run (`time_overhead`) on its device;
+this class decides what is worth timing. A node whose inputs are all constants
+costs nothing (it is folded before the model runs); otherwise its key is its
+operator's `cost_key` plus which inputs are constants, looked up in memory, then
+in the cache, and timed only when both miss. The cost is the timing less the
+overhead, never below zero.
+
+A device that fuses (onnxruntime folds a normalization, a bias, a residual add
+and an activation into the convolution or product before them) is costed in
+`graph_cost` by chains, not nodes: a contraction with the chain of elementwise
+nodes that each solely consume the one before is timed as one program, so
+whatever the runtime fuses of it is measured as fused.
 """
 
 from __future__ import annotations
@@ -43,6 +50,45 @@ def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
     return tuple(i < len(names) and names[i] in PARAMETER_INPUTS for i in range(len(shapes)))
 
 
+# A link of a chain timed as one program: (op, attrs, inputs), each input a
+# (kind, shape, dtype) with kind "x" (an activation fed from outside), "w" (a
+# constant) or "prev" (the previous link's output).
+Link = tuple[str, dict[str, Any], tuple[tuple[str, Shape, str], ...]]
+
+# The heads of fusable chains, and what may follow them.
+ANCHORS = ("conv2d", "matmul", "gemm")
+EPILOGUES = ("batchnorm", "relu", "sigmoid", "tanh", "clip", "gelu", "erf", "ewadd", "add",
+             "sub", "ewmul", "mul", "div", "scalar_mul")
+MAX_CHAIN = 5
+
+
+def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[int]]:
+    """Node ids of each contraction followed by elementwise nodes, each the sole
+    consumer of the one before, whose output is no graph output (chains of two
+    or more)."""
+    users: dict[tuple[int, int], list[int]] = {}
+    for n in graph.topo_order():
+        if n.id in live and n.id not in const:
+            for ref in n.inputs:
+                users.setdefault(ref, []).append(n.id)
+    outputs = set(graph.outputs)
+    chains = []
+    for n in graph.topo_order():
+        if n.op not in ANCHORS or n.id not in live or n.id in const:
+            continue
+        chain = [n.id]
+        while len(chain) < MAX_CHAIN:
+            last = graph.nodes[chain[-1]]
+            nxt = users.get((last.id, 0), [])
+            if len(last.shapes) != 1 or (last.id, 0) in outputs or len(nxt) != 1 \
+                    or graph.nodes[nxt[0]].op not in EPILOGUES:
+                break
+            chain.append(nxt[0])
+        if len(chain) > 1:
+            chains.append(chain)
+    return chains
+
+
 def open_cache(cache: CostCache | str | os.PathLike | bool | None) -> CostCache | None:
     """A CostCache from an instance, a path, None/True (the default path) or
     False (no persistence)."""
@@ -66,11 +112,20 @@ class MeasuredCostModel(CostModel):
         self.measured = 0
         self.measure_seconds = 0.0
 
+    fuses = False  # whether graph_cost times fusable chains as one program
+
     # ---- what a device backend provides ------------------------------------------
+    def time_chain(self, links: Sequence[Link]) -> float:
+        """Milliseconds of one run of a program computing `links` in turn
+        (overhead included)."""
+        raise NotImplementedError
+
     def time_node(self, op: str, attrs: dict[str, Any], shapes: list[Shape],
                   consts: tuple[bool, ...], dtypes: Sequence[str] | None) -> float:
         """Milliseconds of one run of a one-node program (overhead included)."""
-        raise NotImplementedError
+        dtypes = list(dtypes or ["float32"] * len(shapes))
+        return self.time_chain([(op, attrs, tuple(("w" if c else "x", s, d) for s, c, d
+                                                   in zip(shapes, consts, dtypes)))])
 
     def time_overhead(self) -> float:
         """Milliseconds of one run of a program that computes (almost) nothing."""
@@ -96,18 +151,47 @@ class MeasuredCostModel(CostModel):
 
     def graph_cost(self, graph: Graph) -> float:
         """Sum of the live computed nodes' costs, each timed with its real
-        constant inputs and dtypes; nodes computed from weights alone are folded,
-        so they cost nothing."""
+        constant inputs and dtypes (fusable chains as one program where the
+        device fuses); nodes computed from weights alone are folded, so they
+        cost nothing."""
         live, const = graph.live(), constant_nodes(graph)
+        chained: dict[int, list[int]] = {}
+        if self.fuses:
+            for chain in fusable_chains(graph, live, const):
+                chained.update({nid: chain for nid in chain})
         total = 0.0
         for n in graph.topo_order():
             if n.id not in live or n.id in const or n.op == "input":
+                continue
+            if n.id in chained:
+                if chained[n.id][0] == n.id:
+                    total += self.chain_cost(self.links(graph, chained[n.id], const))
                 continue
             srcs = [(graph.nodes[p], i) for p, i in n.inputs]
             total += self.op_cost(n.op, n.a, [m.shapes[i] for m, i in srcs],
                                   consts=[m.id in const for m, _ in srcs],
                                   dtypes=[m.dtypes[i] for m, i in srcs])
         return total
+
+    @staticmethod
+    def links(graph: Graph, chain: list[int], const: set[int]) -> list[Link]:
+        out = []
+        for k, nid in enumerate(chain):
+            n = graph.nodes[nid]
+            ins = tuple(("prev" if k and p == chain[k - 1] else "w" if p in const else "x",
+                         graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
+                        for p, i in n.inputs)
+            out.append((n.op, n.a, ins))
+        return out
+
+    def chain_cost(self, links: Sequence[Link]) -> float:
+        """Milliseconds of a chain run as one program, less the overhead."""
+        key = ("chain", tuple((get_op(op).cost_key(a, [s for _, s, _ in ins]),
+                               tuple(kind for kind, _, _ in ins)) for op, a, ins in links))
+        if key not in self._memo:
+            self._memo[key] = self._cached(
+                key, lambda: max(self.time_chain(links) - self.overhead_ms, 0.0))
+        return self._memo[key]
 
     def predict_latency(self, graph: Graph) -> float:
         """Predicted milliseconds of one whole-model run: the nodes' costs plus

@@ -14,9 +14,11 @@ constant. Results persist in a `CostCache`.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -31,7 +33,7 @@ from taso.ir import Graph
 
 from . import register_cost_model
 from .cache import CostCache
-from .measured import MeasuredCostModel
+from .measured import Link, MeasuredCostModel
 
 Shape = tuple[int, ...]
 
@@ -144,25 +146,38 @@ def weight_copies(const_bytes: int, limit: int = 16) -> int:
     return max(1, min(limit, -(-2 * last_level_cache_bytes() // const_bytes)))
 
 
+def chain_graph(links: Sequence[Link], copies: int = 1) -> Graph:
+    """A graph computing the chain `links` `copies` times side by side: the
+    copies share their activation inputs (graph inputs) and each has its own
+    constants (weights); each copy's last output is a graph output. Weights are
+    positive, so that a normalization's variance is."""
+    g = Graph(seed=0)
+    rng = np.random.default_rng(0)
+    shared: dict[tuple[int, int], Any] = {}
+    for k, (_, _, ins) in enumerate(links):
+        for i, (kind, shape, dtype) in enumerate(ins):
+            if kind == "x":
+                shared[(k, i)] = g.new_input(shape, dtype=dtype)
+    for _ in range(copies):
+        prev = None
+        for k, (op, attrs, ins) in enumerate(links):
+            args = [prev if kind == "prev" else shared[(k, i)] if kind == "x" else
+                    g.new_weight(shape, data=rng.uniform(0.5, 1.0, shape).astype(dtype))
+                    for i, (kind, shape, dtype) in enumerate(ins)]
+            outs = g.add_node(op, args, **attrs)
+            prev = outs[0]
+        for t in outs:
+            g.mark_output(t)
+    return g
+
+
 def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
                    consts: Sequence[bool], dtypes: Sequence[str] | None = None,
                    copies: int = 1) -> Graph:
-    """A graph of `copies` parallel `op` nodes sharing their activation inputs
-    (graph inputs), each with its own constant inputs (weights) where `consts`
-    says so; every output is a graph output. Weights are positive, so that a
-    normalization's variance is one."""
-    g = Graph(seed=0)
-    rng = np.random.default_rng(0)
+    """`chain_graph` of the one node `op`."""
     dtypes = list(dtypes or ["float32"] * len(shapes))
-    shared = {i: g.new_input(s, dtype=d)
-              for i, (s, c, d) in enumerate(zip(shapes, consts, dtypes)) if not c}
-    for _ in range(copies):
-        ins = [shared[i] if i in shared else
-               g.new_weight(s, data=rng.uniform(0.5, 1.0, s).astype(np.float32))
-               for i, s in enumerate(shapes)]
-        for t in g.add_node(op, ins, **attrs):
-            g.mark_output(t)
-    return g
+    ins = tuple(("w" if c else "x", s, d) for s, c, d in zip(shapes, consts, dtypes))
+    return chain_graph([(op, attrs, ins)], copies)
 
 
 @register_cost_model("ort")
@@ -174,26 +189,33 @@ class OrtCostModel(MeasuredCostModel):
     cold_weights: time nodes with constant inputs as parallel copies whose
     constants evict each other from the caches (see `weight_copies`), as a
     model's weights are evicted between uses; the cost is one copy's share.
+    exclude_layout: leave out the time of the layout changes onnxruntime puts
+    around a lone convolution (see `layout_share`).
     cache: a `CostCache`, a path to one, None for the default path, or False to
     keep measurements in memory only."""
 
     name = "ort"
+    fuses = True
 
     def __init__(self, threads: int | None = None, warmup: int = 3, repeats: int = 10,
                  min_seconds: float = 0.02, cold_weights: bool = True,
+                 exclude_layout: bool = True,
                  cache: CostCache | str | os.PathLike | bool | None = None):
         super().__init__(cache)
         self.threads = threads or default_threads()
         self.timing = dict(warmup=warmup, repeats=repeats, min_seconds=min_seconds,
                            clock=clock_for(self.threads))
         self.cold_weights = cold_weights
+        self.exclude_layout = exclude_layout
         self.device = (f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}; "
-                       + ("cold" if cold_weights else "warm") + " weights")
+                       + ("cold" if cold_weights else "warm") + " weights"
+                       + ("; layout changes excluded" if exclude_layout else ""))
 
-    def time_node(self, op, attrs, shapes, consts, dtypes) -> float:
-        const_bytes = sum(4 * int(np.prod(s)) for s, c in zip(shapes, consts) if c)
+    def time_chain(self, links) -> float:
+        const_bytes = sum(4 * int(np.prod(shape)) for _, _, ins in links
+                          for kind, shape, _ in ins if kind == "w")
         copies = weight_copies(const_bytes) if self.cold_weights else 1
-        ms = self.time_graph(one_node_graph(op, attrs, shapes, consts, dtypes, copies))
+        ms = self.time_graph(chain_graph(links, copies))
         return (ms - self.overhead_ms) / copies + self.overhead_ms  # one copy's share
 
     def time_overhead(self) -> float:
@@ -201,8 +223,33 @@ class OrtCostModel(MeasuredCostModel):
         return self.time_graph(one_node_graph("relu", {}, [(1,)], [False]))
 
     def time_graph(self, g: Graph) -> float:
-        """Median milliseconds of one run of `g` (exported to ONNX) in onnxruntime."""
+        """Median milliseconds of one run of `g` (exported to ONNX) in onnxruntime,
+        less the share of the layout changes onnxruntime wraps around it."""
         from taso import export_onnx
 
-        runner = Runner(make_session(export_onnx(g), self.threads), g.random_inputs(seed=0))
-        return median_ms(runner, **self.timing)
+        model, feeds = export_onnx(g), g.random_inputs(seed=0)
+        ms = median_ms(Runner(make_session(model, self.threads), feeds), **self.timing)
+        return ms * (1 - self.layout_share(model, feeds)) if self.exclude_layout else ms
+
+    def layout_share(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
+        """The fraction of kernel time spent in the layout changes (to and from
+        onnxruntime's blocked NCHWc format) that it puts around convolutions, read
+        from its profiler. A program of one convolution pays them at its input and
+        output; inside a model, consecutive convolutions stay blocked and pay
+        them only where the model leaves the format."""
+        with tempfile.TemporaryDirectory() as tmp:
+            so = session_options(self.threads)
+            so.enable_profiling = True
+            so.profile_file_prefix = os.path.join(tmp, "p")
+            sess = ort.InferenceSession(model.SerializeToString(), so,
+                                        providers=["CPUExecutionProvider"])
+            time_runs(Runner(sess, feeds), warmup=1, repeats=3)
+            with open(sess.end_profiling()) as f:
+                events = json.load(f)
+        layout = total = 0.0
+        for e in events:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+                total += e["dur"]
+                if e.get("args", {}).get("op_name", "").startswith("Reorder"):
+                    layout += e["dur"]
+        return layout / total if total else 0.0
