@@ -67,12 +67,13 @@ def onnxoptimized(model: onnx.ModelProto) -> onnx.ModelProto:
     return onnxoptimizer.optimize(model)
 
 
-def run_taso(graph, cost_model, alpha: float, budget: int):
+def run_taso(graph, cost_model, args):
     """The optimized graph, the seconds spent searching and the seconds spent
     measuring costs (apart)."""
     measured_before = getattr(cost_model, "measure_seconds", 0.0)
     start = time.perf_counter()
-    result = taso.optimize(graph, alpha=alpha, budget=budget, cost_model=cost_model)
+    result = taso.optimize(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
+                           cost_model=cost_model, unverified=args.unverified)
     total = time.perf_counter() - start
     measuring = getattr(cost_model, "measure_seconds", 0.0) - measured_before
     best = getattr(result, "graph", result)
@@ -112,7 +113,7 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
     models = {"original": taso.export_onnx(graph)}
     models["onnxsim"] = simplified(models["original"])
     models["onnxoptimizer"] = onnxoptimized(models["original"])
-    best, search_s, measure_s = run_taso(graph, cost_model, args.alpha, args.budget)
+    best, search_s, measure_s = run_taso(graph, cost_model, args)
     models["taso"] = taso.export_onnx(best)
 
     feeds = {k: v for k, v in graph.random_inputs(seed=0).items()}
@@ -197,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=default_threads())
     p.add_argument("--alpha", type=float, default=1.05)
     p.add_argument("--budget", type=int, default=1000)
+    p.add_argument("--rules", action="append", default=None, metavar="FILE",
+                   help="rule set(s) to search with (default: the shipped ones)")
+    p.add_argument("--unverified", action="store_true",
+                   help="also use rules the verifier has not proved")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--per-round", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -209,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"onnxruntime {__import__('onnxruntime').__version__}, ORT_ENABLE_ALL in every "
               f"column, {args.threads} intra-op thread(s), {cpu_name()}; cost model "
               f"{cost_model.name} ({cost_model.device}); alpha {args.alpha}, budget "
-              f"{args.budget}; median of {args.rounds} interleaved rounds, timed by "
+              f"{args.budget}" + (", unverified rules too" if args.unverified else "")
+              + f"; median of {args.rounds} interleaved rounds, timed by "
               + ("the thread's CPU time." if args.threads == 1 else "the wall clock."))
     rows = []
     for name in wanted:

@@ -317,6 +317,14 @@ def test_conv_im2col_gemm_matches_reference(groups, k, s, d, pads, act):
                                   activation=act), x, w)
 
 
+def test_conv_bias_lowering_matches_reference():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((8,)).astype(np.float32)
+    check_lowering("conv2d_bias", dict(pads=(1, 1, 1, 1), activation="relu"), x, w, b)
+
+
 @pytest.mark.parametrize("op,attrs", [
     ("maxpool2d", dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
     ("avgpool2d", dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))),

@@ -119,6 +119,11 @@ def lower_conv2d(xp, a, x, w, cudnn=None):
     return activate(xp, a["activation"], y)
 
 
+def lower_conv2d_bias(xp, a, x, w, b, cudnn=None):
+    y = lower_conv2d(xp, dict(a, activation="none"), x, w, cudnn)
+    return activate(xp, a["activation"], y + b.reshape(1, -1, 1, 1))
+
+
 def lower_maxpool2d(xp, a, x, cudnn=None):
     a = get_op("maxpool2d").resolve(a, (x.shape,))
     win = windows(xp, x, a["kernel"], a["strides"], a["pads"], (1, 1), fill=-np.inf)
@@ -144,8 +149,8 @@ def lower_sigmoid(xp, a, x, cudnn=None):
 
 
 LOWERINGS: dict[str, Callable[..., Any]] = {
-    "conv2d": lower_conv2d, "maxpool2d": lower_maxpool2d, "avgpool2d": lower_avgpool2d,
-    "matmul": lower_matmul, "sigmoid": lower_sigmoid,
+    "conv2d": lower_conv2d, "conv2d_bias": lower_conv2d_bias, "maxpool2d": lower_maxpool2d,
+    "avgpool2d": lower_avgpool2d, "matmul": lower_matmul, "sigmoid": lower_sigmoid,
 }
 
 

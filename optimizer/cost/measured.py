@@ -33,7 +33,7 @@ OVERHEAD_KEY = ("run-overhead",)
 
 
 # Operator inputs that are a layer's parameters in every model we know of.
-PARAMETER_INPUTS = ("w", "scale", "bias", "mean", "var")
+PARAMETER_INPUTS = ("w", "b", "scale", "bias", "mean", "var")
 
 
 def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
@@ -56,7 +56,7 @@ def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
 Link = tuple[str, dict[str, Any], tuple[tuple[str, Shape, str], ...]]
 
 # The heads of fusable chains, and what may follow them.
-ANCHORS = ("conv2d", "matmul", "gemm")
+ANCHORS = ("conv2d", "conv2d_bias", "matmul", "gemm")
 EPILOGUES = ("batchnorm", "relu", "sigmoid", "tanh", "clip", "gelu", "erf", "ewadd", "add",
              "sub", "ewmul", "mul", "div", "scalar_mul")
 MAX_CHAIN = 5
