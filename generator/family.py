@@ -24,19 +24,29 @@ DEFAULT_OPS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Var:
-    """One tensor of the input family."""
+    """One tensor of the input family. `alt` is a second shape of the same kind
+    (other sizes, same relations), on which every emitted rule is re-checked so
+    that a rule true only at the family's sizes is not emitted."""
 
     name: str
     shape: Shape
+    alt: Shape | None = None
 
 
 def default_family(n: int = 3, c: int = 2) -> tuple[Var, ...]:
     """4 n-by-n matrices, 4 (c, c, 3, 3) activations/kernels, a 1x1 and a 1x3
     kernel, one scalar."""
-    fam = [Var(f"m{i}", (n, n)) for i in range(4)]
-    fam += [Var(f"t{i}", (c, c, 3, 3)) for i in range(4)]
-    fam += [Var("k1x1", (c, c, 1, 1)), Var("k1x3", (c, c, 1, 3)), Var("s0", ())]
+    fam = [Var(f"m{i}", (n, n), (n + 2, n + 2)) for i in range(4)]
+    fam += [Var(f"t{i}", (c, c, 3, 3), (c + 1, c + 1, 5, 5)) for i in range(4)]
+    fam += [Var("k1x1", (c, c, 1, 1), (c + 1, c + 1, 1, 1)),
+            Var("k1x3", (c, c, 1, 3), (c + 1, c + 1, 1, 3)), Var("s0", (), ())]
     return tuple(fam)
+
+
+# Conv and pooling read activations: inputs at least this large (the largest
+# window enumerated), so that no rule holds only because a window covers the
+# whole input.
+MIN_ACTIVATION = 3
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,8 @@ class Instance:
         a = dict(self.attrs)
         if self.op == "enlarge" and tuple(shapes[0][2:]) == tuple(a["kernel"]):
             return None  # the identity there: a rule using it would hold for that size only
+        if self.op in _READS_ACTIVATION and min(shapes[0][2:], default=0) < MIN_ACTIVATION:
+            return None
         if self.op == "conv2d":
             x, w = shapes
             if len(x) != 4 or len(w) != 4 or w[1] == 0 or x[1] % w[1]:
@@ -82,6 +94,7 @@ class GenConfig:
 
 
 _OPERAND_RANK = {"matmul": 2, "transpose": 2}
+_READS_ACTIVATION = {"conv2d", "avgpool2d", "maxpool2d"}
 
 
 def instances(cfg: GenConfig) -> list[Instance]:

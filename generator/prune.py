@@ -11,7 +11,10 @@ Stages, each counted:
                   unrelated operators side by side;
   renaming        one rule per canonical form (variable renaming, node order,
                   direction; `taso.rules_db.canonical`), ranks merged;
-  float           confirmed on the float32 reference.
+  float           confirmed on the float32 reference;
+  general         the symbolic rule re-instantiated at the family's alternative
+                  sizes still holds (where it type-checks there): no rule true
+                  only at the family's sizes.
 The cheap, renaming-invariant criteria run first so that canonical forms are
 computed only for the pairs that survive them; the final set does not depend on
 the order.
@@ -27,8 +30,8 @@ from taso.rules_db import Rule
 from taso.rules_db.canonical import canonical
 
 from .enumerate import Enumeration, Member
-from .fingerprint import digest, family_values
-from .rules import confirmed, float_inputs, to_rule
+from .fingerprint import Evaluator, digest, family_values
+from .rules import confirmed, float_inputs, holds_elsewhere, to_rule
 
 
 @dataclass
@@ -38,12 +41,14 @@ class Stages:
     implied: int = 0
     renaming: int = 0
     float: int = 0
+    general: int = 0
 
     def rows(self) -> list[tuple[str, int]]:
         return [("raw pairs", self.raw), ("after common-subgraph", self.common_subgraph),
                 ("after implied-by-smaller", self.implied),
                 ("after variable renaming", self.renaming),
-                ("after float confirmation (final)", self.float)]
+                ("after float confirmation", self.float),
+                ("after other-size check (final)", self.general)]
 
 
 @dataclass
@@ -89,7 +94,9 @@ def common_subgraph(a: _Info, b: _Info) -> bool:
     return bool(set(a.merkle) & set(b.merkle))
 
 
-def implied(a: _Info, b: _Info, inputs: list[int]) -> bool:
+def implied(a: _Info, b: _Info, inputs: list[int], commutative: set | None = None) -> bool:
+    """Both sides end (at every output) in the same operator on equivalent inputs
+    (in either order for a commutative one), or both are two unrelated operators."""
     if a.n_comps > 1 and b.n_comps > 1:
         return True
     ma, mb = a.member, b.member
@@ -102,14 +109,42 @@ def implied(a: _Info, b: _Info, inputs: list[int]) -> bool:
         (ja, oa), (jb, ob) = a.producer[t], b.producer[u]
         opa, atta, insa = ma.graph[ja]
         opb, attb, insb = mb.graph[jb]
-        if (opa, atta, oa) == (opb, attb, ob) and all(
-                _value(ma, x, inputs) == _value(mb, y, inputs) for x, y in zip(insa, insb)):
+        if (opa, atta, oa) != (opb, attb, ob):
+            continue
+        va = [_value(ma, x, inputs) for x in insa]
+        vb = [_value(mb, y, inputs) for y in insb]
+        if va == vb or (commutative and (opa, atta) in commutative and va == vb[::-1]):
             same_tail += 1
     return same_tail == len(ma.sinks)
 
 
 def _class_id(vals: tuple[int, ...]) -> str:
     return hashlib.blake2b(repr(sorted(vals)).encode(), digest_size=8).hexdigest()
+
+
+def commutative_ops(cfg) -> set[tuple[str, tuple]]:
+    """The binary operator instances whose fingerprint does not depend on operand
+    order (found on the family, not declared)."""
+    from .enumerate import _full_attrs
+    from .family import instances
+    ev = Evaluator(cfg.family, cfg.seed)
+    out = set()
+    for ins in instances(cfg):
+        if ins.arity != 2:
+            continue
+        for i, a in enumerate(ev.inputs):
+            b = next((d for d in ev.inputs[i + 1:] if ev.shape(d) == ev.shape(a)), None)
+            if b is None:
+                continue
+            sh = (ev.shape(a), ev.shape(b))
+            at = ins.concrete(sh)
+            if at is None or ev.out_shapes(ins.op, _full_attrs(ins.op, at), sh) is None:
+                continue
+            attrs = _full_attrs(ins.op, at)
+            if ev.apply(ins.op, attrs, (a, b)) == ev.apply(ins.op, attrs, (b, a)):
+                out.add((ins.op, attrs))
+            break
+    return out
 
 
 def class_members(enum: Enumeration, inputs: list[int]) -> Iterator[list[Member]]:
@@ -137,6 +172,7 @@ def prune(enum: Enumeration) -> tuple[list[Rule], Stages]:
     n_in = len(cfg.family)
     inputs = family_digests(enum)
     st = Stages()
+    comm = commutative_ops(cfg)
     survivors: list[tuple[Member, Member]] = []
     for ms in class_members(enum, inputs):
         infos = [_info(m, n_in) for m in ms]
@@ -147,7 +183,7 @@ def prune(enum: Enumeration) -> tuple[list[Rule], Stages]:
                 if common_subgraph(a, b):
                     continue
                 st.common_subgraph += 1
-                if implied(a, b, inputs):
+                if implied(a, b, inputs, comm):
                     continue
                 st.implied += 1
                 survivors.append((a.member, b.member))
@@ -171,11 +207,15 @@ def prune(enum: Enumeration) -> tuple[list[Rule], Stages]:
     for key, (rule, src, dst, order) in kept.items():
         if not confirmed(src, dst, xs):
             continue
+        st.float += 1
+        if holds_elsewhere(rule, cfg.family, cfg.seed) is False:
+            continue
         for v, rs in zip(order, ranks[key]):
             rule.vars[v]["rank"] = next(iter(rs)) if len(rs) == 1 else None
         rule.id = f"gen-{len(rules):05d}"
         rule.provenance = {"generator": "taso-gen", "ops": [len(src.graph), len(dst.graph)],
-                           "fingerprint": _class_id(src.sink_vals)}
+                           "fingerprint": _class_id(src.sink_vals),
+                           "family": rule.provenance["family"]}
         rules.append(rule)
-    st.float = len(rules)
+    st.general = len(rules)
     return rules, st

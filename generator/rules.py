@@ -100,7 +100,8 @@ def to_rule(rid: str, src: Member, dst: Member, family: tuple[Var, ...],
     outputs = [(s_ref[t], d_ref[by_val[v]]) for t, v in zip(src.sinks, src.sink_vals)]
     rank = {name: len(family[t].shape) for t, name in names.items()}
     vars_ = {name: {"rank": rank[name]} for name in names.values()}
-    return Rule(rid, s_nodes, d_nodes, outputs, vars_, dict(provenance), {})
+    prov = dict(provenance, family={name: family[t].name for t, name in names.items()})
+    return Rule(rid, s_nodes, d_nodes, outputs, vars_, prov, {})
 
 
 # ---- float confirmation -------------------------------------------------------------
@@ -123,12 +124,44 @@ def confirmed(src: Member, dst: Member, xs: list[np.ndarray]) -> bool:
     rounding through a few operators."""
     a, b = run_float(src.graph, xs), run_float(dst.graph, xs)
     by_val = {v: t for t, v in zip(dst.sinks, dst.sink_vals)}
-    for t, v in zip(src.sinks, src.sink_vals):
-        x, y = a[t], b[by_val[v]]
-        if x.shape != y.shape:
-            return False
-        scale = max(1.0, float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(y),
-                                                                              initial=0.0)))
-        if not np.all(np.abs(x - y) <= 1e-4 * scale):
-            return False
-    return True
+    return all(_close(a[t], b[by_val[v]]) for t, v in zip(src.sinks, src.sink_vals))
+
+
+def holds_elsewhere(rule: Rule, family: tuple[Var, ...], seed: int) -> bool | None:
+    """Instantiate the (symbolic) rule on the family's alternative shapes and
+    compare both sides in float. None when it cannot be checked there (a variable
+    has no alternative shape, or a side does not type-check at those sizes)."""
+    from taso.ops import ShapeError
+    from taso.rules_db import instantiate
+
+    by_name = {v.name: v for v in family}
+    shapes = {}
+    for name, fam_name in rule.provenance.get("family", {}).items():
+        alt = by_name[fam_name].alt
+        if alt is None:
+            return None
+        shapes[name] = alt
+    try:
+        src, _ = instantiate(rule, "src", shapes)
+        dst, _ = instantiate(rule, "dst", shapes)
+    except ShapeError:
+        return None
+    rng = np.random.default_rng([seed, 11])
+    feeds = {v: rng.standard_normal(s).astype(np.float32) for v, s in shapes.items()}
+
+    def apply(n, xs):
+        out = OPS[n.op].ref(n.a, *xs)
+        return [np.asarray(o, np.float64) for o in (out if isinstance(out, (list, tuple))
+                                                    else [out])]
+
+    a = src.run(feeds, apply, lambda n: n.data)
+    b = dst.run(feeds, apply, lambda n: n.data)
+    return all(_close(x, np.asarray(y, np.float64)) for x, y in zip(a, b))
+
+
+def _close(x: np.ndarray, y: np.ndarray) -> bool:
+    if x.shape != y.shape:
+        return False
+    scale = max(1.0, float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(y),
+                                                                          initial=0.0)))
+    return bool(np.all(np.abs(x - y) <= 1e-4 * scale))

@@ -3,6 +3,7 @@ shipped, verified rule sets (the JSON files beside this module)."""
 
 from pathlib import Path
 
+from .coverage import coverage
 from .rule import PNode, Rule, RuleSet, instantiate, load, save
 from .taso_pb import read_taso_pb
 
@@ -11,4 +12,4 @@ SHIPPED = Path(__file__).parent
 TASO_REFERENCE = SHIPPED / "reference" / "graph_subst.pb"
 
 __all__ = ["SHIPPED", "TASO_REFERENCE", "PNode", "Rule", "RuleSet", "instantiate", "load",
-           "read_taso_pb", "save"]
+           "read_taso_pb", "save", "coverage"]
