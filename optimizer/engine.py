@@ -183,8 +183,9 @@ class Engine:
         def side(nodes):
             return [(self.type_id[n.op], [ref(r) for r in n.inputs]) for n in nodes]
 
+        syms = [(a, b, [vidx[sigma[v]] for v in names]) for a, b, sigma in symmetries(rule)]
         self.core.add_rule(len(names), side(rule.src), side(rule.dst),
-                           [(ref(s), ref(d)) for s, d in rule.outputs])
+                           [(ref(s), ref(d)) for s, d in rule.outputs], syms)
         self.rules.append(rule)
         self._vars.append(names)
         return True
@@ -223,6 +224,41 @@ class Engine:
         for (p, i), name in zip(cg.outputs, original.output_names):
             g.mark_output(g.tensor((ids[p], i)), name)
         return g
+
+
+def symmetries(rule: Rule) -> list[tuple[int, int, dict[str, str]]]:
+    """Swaps of two source nodes that, with a renaming of variables, leave a
+    two-node source pattern unchanged (e.g. two convs sharing an input): a match
+    and its mirror then rewrite to mirror images, and the search needs one."""
+    if len(rule.src) != 2:
+        return []
+    a, b = rule.src
+    if a.op != b.op or a.attrs != b.attrs or len(a.inputs) != len(b.inputs):
+        return []
+    sigma = {v: v for v in rule.variables()}
+    for x, y in zip(a.inputs, b.inputs):
+        if not (isinstance(x, str) and isinstance(y, str)):
+            return []
+        if x != y:
+            if sigma[x] not in (x, y) or sigma[y] not in (x, y):
+                return []
+            sigma[x], sigma[y] = y, x
+    if any(rule.vars.get(v, {}) != rule.vars.get(w, {}) for v, w in sigma.items()):
+        return []
+    mapped = {s for s, _ in rule.outputs}
+    if any(((0, k) in mapped) != ((1, k) in mapped) for k in range(4)):
+        return []
+    if _has_dims(a.attrs):  # attributes naming variables' shapes: not handled
+        return []
+    return [(0, 1, sigma)]
+
+
+def _has_dims(v: Any) -> bool:
+    if isinstance(v, dict):
+        return "dim" in v or any(_has_dims(u) for u in v.values())
+    if isinstance(v, (list, tuple)):
+        return any(_has_dims(u) for u in v)
+    return False
 
 
 def _copy_source(g: Graph, n: Node, inputs) -> int:

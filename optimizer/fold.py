@@ -53,7 +53,7 @@ def _value(g: Graph, values: dict, ref: tuple[int, int]) -> np.ndarray:
 
 
 def _as_dtype(v: np.ndarray, dtype: str) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(v).astype(dtype))
+    return np.ascontiguousarray(np.asarray(v).astype(dtype, copy=False))
 
 
 def _copy(out: Graph, n: Node, inputs) -> int:

@@ -24,7 +24,8 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
         ("operators", f"{d['ops_before']} -> {d['ops_after']}"),
         ("graphs explored", f"{d['explored']} expanded, {d['generated']} distinct"),
         ("pieces", f"{d['pieces']} ({d['distinct_pieces']} distinct)"),
-        ("search seconds", f"{d['search_seconds']:.3f} (total {d['seconds']:.3f})"),
+        ("search seconds", f"{d['search_seconds']:.3f} (core {d['core_seconds']:.3f}, "
+                           f"folding {d['fold_seconds']:.3f})"),
         ("rules", f"{d['num_rules']} loaded"),
     ]
     if d.get("max_error") is not None:

@@ -11,6 +11,8 @@ namespace taso {
 
 namespace {
 
+constexpr uint64_t HASH_SEED = 1469598103934665603ULL;
+
 uint64_t mix(uint64_t h, uint64_t v) {
     // splitmix64 finalizer over the running hash and the next value
     uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
@@ -138,7 +140,7 @@ std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outp
     uint64_t gh = 0;
     for (int v : order) {
         Node nd = std::move(raw[v]);
-        uint64_t h = mix(mix(mix(1469598103934665603ULL, nd.type), nd.attr), nd.salt);
+        uint64_t h = mix(mix(mix(HASH_SEED, nd.type), nd.attr), nd.salt);
         bool wonly = kinds[nd.type] == WEIGHT || kinds[nd.type] == CONSTGEN ||
                      (kinds[nd.type] == COMPUTE && !nd.in.empty());
         for (Ref& r : nd.in) {
@@ -155,7 +157,7 @@ std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outp
         nd.hash = h;
         nd.wonly = wonly;
         const int k = kinds[nd.type];
-        if (k != INPUT && k != WEIGHT) g.num_ops++;
+        if (!wonly && k != INPUT) g.num_ops++;  // run-time operators only
         // Weight-only computations are folded before the model runs: free.
         if (!(wonly && (k == COMPUTE || k == CONSTGEN))) g.cost += nd.cost;
         remap[v] = static_cast<int>(g.nodes.size());
@@ -405,6 +407,17 @@ bool internal_uses_ok(const Graph& g, const Rule& r, const Match& m,
 
 }  // namespace
 
+bool Core::mirrored(const Graph& g, int ri, const Match& m) {
+    for (const auto& sym : rules[ri].symmetries) {
+        if (m.nodes[sym.a] < m.nodes[sym.b]) continue;
+        Match mm = m;
+        std::swap(mm.nodes[sym.a], mm.nodes[sym.b]);
+        for (size_t v = 0; v < m.vars.size(); ++v) mm.vars[sym.perm[v]] = m.vars[v];
+        if (oracle.check(ri, g, rules[ri], mm)) return true;
+    }
+    return false;
+}
+
 std::vector<Match> Core::matches(const Graph& g, int ri) {
     std::vector<std::vector<int>> by_type, consumers;
     index_graph(g, kinds.size(), by_type, consumers);
@@ -460,11 +473,69 @@ std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
     return finalize(std::move(raw), std::move(outputs));
 }
 
+std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& m,
+                                           const std::vector<int>& dst_attrs,
+                                           const std::vector<std::vector<int>>& consumers) {
+    const Rule& r = rules[ri];
+    const int n = static_cast<int>(g.nodes.size());
+    // Nodes are in topological order: one forward pass marks the descendants.
+    dirty_.assign(n, 0);
+    int lo = n;
+    for (int c : m.nodes) {
+        dirty_[c] = 2;  // matched
+        lo = std::min(lo, c);
+    }
+    for (int v = lo; v < n; ++v)
+        if (dirty_[v])
+            for (int u : consumers[v])
+                if (!dirty_[u]) dirty_[u] = 1;
+    for (const Ref& v : m.vars)
+        if (dirty_[v.node]) return std::nullopt;
+    dst_hash_.resize(r.dst.size());
+    for (size_t j = 0; j < r.dst.size(); ++j) {
+        uint64_t h = mix(mix(mix(HASH_SEED, r.dst[j].type), dst_attrs[j]), 0);
+        for (const Ref& pin : r.dst[j].in) {
+            Ref t = pin.node < 0 ? m.vars[-1 - pin.node] : pin;
+            h = mix(mix(h, pin.node < 0 ? g.nodes[t.node].hash : dst_hash_[t.node]), t.idx);
+        }
+        dst_hash_[j] = h;
+    }
+    new_hash_.resize(n);
+    // (hash, output index) of what a tensor of the new graph reads.
+    auto resolve = [&](const Ref& t) -> std::pair<uint64_t, int> {
+        if (dirty_[t.node] == 2)
+            for (const auto& [s, d] : r.outputs)
+                if (m.nodes[s.node] == t.node && s.idx == t.idx) {
+                    if (d.node >= 0) return {dst_hash_[d.node], d.idx};
+                    const Ref& v = m.vars[-1 - d.node];
+                    return {g.nodes[v.node].hash, v.idx};
+                }
+        return {dirty_[t.node] == 1 ? new_hash_[t.node] : g.nodes[t.node].hash, t.idx};
+    };
+    for (int v = lo; v < n; ++v) {
+        if (dirty_[v] != 1) continue;
+        const Node& nd = g.nodes[v];
+        uint64_t h = mix(mix(mix(HASH_SEED, nd.type), nd.attr), nd.salt);
+        for (const Ref& t : nd.in) {
+            auto [ph, idx] = resolve(t);
+            h = mix(mix(h, ph), idx);
+        }
+        new_hash_[v] = h;
+    }
+    uint64_t gh = 0;
+    for (const Ref& o : g.outputs) {
+        auto [ph, idx] = resolve(o);
+        gh = mix(mix(gh, ph), idx);
+    }
+    return gh;
+}
+
 std::vector<std::pair<int, Graph>> Core::expand(const Graph& g) {
     std::vector<std::pair<int, Graph>> out;
     for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri)
         for (const Match& m : matches(g, ri))
-            if (auto ng = apply(g, ri, m)) out.push_back({ri, std::move(*ng)});
+            if (!mirrored(g, ri, m))
+                if (auto ng = apply(g, ri, m)) out.push_back({ri, std::move(*ng)});
     return out;
 }
 
@@ -512,13 +583,25 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
             n_matches += found.size();
             for (Match& m : found) {
                 if (!internal_uses_ok(g, rules[ri], m, consumers)) continue;
+                const auto& dst_attrs = oracle.check(ri, g, rules[ri], m);
+                if (!dst_attrs || mirrored(g, ri, m)) continue;
+                // Most rewrites reach a graph already seen: tell by hash, unbuilt.
+                // A graph that failed (bad shapes, too many operators) fails
+                // again: its hash is remembered as well.
+                auto h = rewrite_hash(g, ri, m, *dst_attrs, consumers);
+                if (h && !seen.insert(*h).second) {
+                    ++n_known;
+                    continue;
+                }
                 auto ng = apply(g, ri, m);
-                if (!ng || ng->num_ops > max_ops || !seen.insert(ng->hash).second) continue;
+                if (!ng || ng->num_ops > max_ops) continue;
+                if (!h && !seen.insert(ng->hash).second) continue;
                 if (ng->cost < res.best.cost) {
                     res.best = *ng;
                     best_parent = e;
                     best_rule = ri;
                 }
+                if (ng->cost < opt.alpha * res.best.cost) ++n_pushed;
                 if (ng->cost < opt.alpha * res.best.cost)
                     queue.push(Candidate{ng->cost, seq++, e, ri, std::move(m)});
             }

@@ -48,7 +48,7 @@ struct Graph {
     std::vector<Ref> outputs;
     double cost = 0;
     uint64_t hash = 0;
-    int num_ops = 0;          // nodes that are not graph sources
+    int num_ops = 0;          // run-time operators (not sources, not weight-only)
 };
 
 struct VecHash {
@@ -78,6 +78,14 @@ struct Rule {
     std::vector<Step> plan;
     // For each source pnode p: the (consumer pnode, input position, output) edges into p.
     std::vector<std::vector<std::array<int, 3>>> uses;
+    // Source symmetries: swapping pnodes a and b and renaming variable v to
+    // perm[v] gives the same pattern, so a match and its mirror rewrite to
+    // mirror-image graphs; only the one with nodes[a] < nodes[b] is used.
+    struct Symmetry {
+        int a, b;
+        std::vector<int> perm;
+    };
+    std::vector<Symmetry> symmetries;
 };
 
 struct Match {
@@ -147,6 +155,8 @@ public:
          Oracle::FilterFn filter);
 
     int add_rule(Rule r);  // computes the match plan; returns the rule index
+    // Is m the mirror of a match that is used instead (see Rule::symmetries)?
+    bool mirrored(const Graph& g, int ri, const Match& m);
     // Finalize raw nodes (any order, inputs by raw index): topological order,
     // dead-node removal, common-node merging, weight-only flags, cost, hash.
     // nullopt on a cycle or a node the oracle rejects.
@@ -156,6 +166,12 @@ public:
     // Every structural match of rule `ri` that passes the outside-use check.
     std::vector<Match> matches(const Graph& g, int ri);
     std::optional<Graph> apply(const Graph& g, int ri, const Match& m);
+    // The hash of the graph `apply` would build, computed from g's node hashes
+    // without building it; nullopt when a variable lies downstream of the match
+    // (a possible cycle: only building tells). `consumers` indexes g.
+    std::optional<uint64_t> rewrite_hash(const Graph& g, int ri, const Match& m,
+                                         const std::vector<int>& dst_attrs,
+                                         const std::vector<std::vector<int>>& consumers);
     // All one-step rewrites of g: (rule index, graph).
     std::vector<std::pair<int, Graph>> expand(const Graph& g);
 
@@ -165,7 +181,14 @@ public:
     std::vector<int> kinds;
     // Work counters, for benchmarks: structural matches, matches that passed
     // every check, and graphs built.
-    size_t n_matches = 0, n_applicable = 0, n_built = 0;
+    size_t n_matches = 0, n_applicable = 0, n_built = 0, n_known = 0, n_pushed = 0;
+
+
+private:
+    std::vector<char> dirty_;  // scratch of rewrite_hash
+    std::vector<uint64_t> new_hash_, dst_hash_;
+
+public:
     std::vector<Rule> rules;
 };
 

@@ -99,8 +99,15 @@ NB_MODULE(_search, m) {
         .def(
             "add_rule",
             [](Core& c, int nvars, const std::vector<PNodeT>& src, const std::vector<PNodeT>& dst,
-               const std::vector<std::pair<RefT, RefT>>& outputs) {
+               const std::vector<std::pair<RefT, RefT>>& outputs,
+               const std::vector<std::tuple<int, int, std::vector<int>>>& symmetries) {
                 Rule r;
+                for (const auto& [a, b, perm] : symmetries) {
+                    if (a < 0 || b < 0 || a >= static_cast<int>(src.size()) ||
+                        b >= static_cast<int>(src.size()) || static_cast<int>(perm.size()) != nvars)
+                        throw std::invalid_argument("bad symmetry");
+                    r.symmetries.push_back({a, b, perm});
+                }
                 r.nvars = nvars;
                 r.src = to_pnodes(src);
                 r.dst = to_pnodes(dst);
@@ -109,6 +116,7 @@ NB_MODULE(_search, m) {
                 return c.add_rule(std::move(r));
             },
             nb::arg("nvars"), nb::arg("src"), nb::arg("dst"), nb::arg("outputs"),
+            nb::arg("symmetries") = std::vector<std::tuple<int, int, std::vector<int>>>{},
             "Pattern inputs are (node, output): node >= 0 an earlier node of the side, "
             "node < 0 the variable -1 - node.")
         .def(
@@ -170,6 +178,8 @@ NB_MODULE(_search, m) {
             d["matches"] = c.n_matches;
             d["applicable"] = c.n_applicable;
             d["built"] = c.n_built;
+            d["known"] = c.n_known;
+            d["pushed"] = c.n_pushed;
             d["infer_calls"] = c.oracle.infer_calls;
             d["check_calls"] = c.oracle.check_calls;
             d["filter_calls"] = c.oracle.filter_calls;
