@@ -6,7 +6,8 @@ verifier proves them like any generated rule:
 - conv / matmul + activation          ->  the fused activation;
 - parallel convs sharing an input     ->  one conv over concatenated kernels
   (the smaller kernel enlarged when sizes differ), split after;
-- parallel matmuls sharing an input   ->  one matmul, split after;
+- parallel matmuls sharing an input   ->  one matmul, split after (with their
+                                         bias adds, for dense layers);
 - a grouped conv                      ->  one with half the groups (MERGE_GCONV).
 """
 
@@ -119,6 +120,20 @@ def merge_rules() -> list[Rule]:
                                        "sizes": [_dim("w1", 1), _dim("w2", 1)]})],
             [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
             x={"rank": rank}, w1={"rank": 2}, w2={"rank": 2}))
+        # Dense layers: x @ w + b (b broadcast over the last axis).
+        rules.append(_rule(
+            f"fusion-merge-matmul-bias-rank{rank}",
+            [PNode("matmul", ["x", "w1"], act), PNode("add", [(0, 0), "b1"]),
+             PNode("matmul", ["x", "w2"], act), PNode("add", [(2, 0), "b2"])],
+            [PNode("concat", ["w1", "w2"], {"axis": 1}),
+             PNode("concat", ["b1", "b2"], {"axis": 0}),
+             PNode("matmul", ["x", (0, 0)], act),
+             PNode("add", [(2, 0), (1, 0)]),
+             PNode("split", [(3, 0)], {"axis": rank - 1,
+                                       "sizes": [_dim("w1", 1), _dim("w2", 1)]})],
+            [[(1, 0), (4, 0)], [(3, 0), (4, 1)]],
+            x={"rank": rank}, w1={"rank": 2}, w2={"rank": 2}, b1={"rank": 1},
+            b2={"rank": 1}))
     return rules
 
 

@@ -187,7 +187,8 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
     for v in rule.variables():
         if "matmul" in rid:
             rank = 3 if rid.endswith("rank3") else 2
-            shapes[v] = {"x": (3, 5) if rank == 2 else (2, 3, 5)}.get(v, (5, 4))
+            shapes[v] = {"x": (3, 5) if rank == 2 else (2, 3, 5), "b1": (4,), "b2": (4,)}.get(
+                v, (5, 4))
         elif "gconv" in rid:
             groups = int(rid.rsplit("-", 1)[1])
             shapes[v] = {"x": (1, 2 * groups, 4, 4), "w": (2 * groups, 2, 3, 3)}.get(
