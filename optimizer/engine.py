@@ -95,7 +95,15 @@ class Engine:
             ("opaque", tuple(sorted(attrs.items())), tuple(shapes))
         c = self._costs.get(key)
         if c is None:
-            c = self._costs[key] = float(self.cost_model.op_cost(op, attrs, shapes))
+            try:
+                c = float(self.cost_model.op_cost(op, attrs, shapes))
+            except NotImplementedError as e:
+                # A model that cannot run the operator (e.g. a measured model and
+                # a helper without ONNX export): fine where it folds away, never
+                # chosen where it would run.
+                log.debug("no cost for %s%s: %s", op, shapes, e)
+                c = float("inf")
+            self._costs[key] = c
         return c
 
     # ---- the core's questions -----------------------------------------------------

@@ -24,7 +24,7 @@ from . import SOURCE_OPS, CostModel, Shape, register_cost_model
 
 # Operators whose output is a view of the input, or free to produce.
 VIEW_OPS = ("reshape",)
-CONTRACTIONS = ("conv2d", "matmul", "gemm")
+CONTRACTIONS = ("conv2d", "conv2d_bias", "matmul", "gemm")
 
 
 def _size(shape: Shape) -> int:
@@ -36,7 +36,7 @@ def contraction_flops(op: str, attrs: dict[str, Any], shapes: list[Shape],
     """Multiply-adds x 2 of a contraction: each output element reduces over
     `prod(input) / (rows of output)` values of the first operand's row."""
     out = _size(outs[0])
-    if op == "conv2d":
+    if op in ("conv2d", "conv2d_bias"):
         w = shapes[1]
         return 2 * out * w[1] * w[2] * w[3]
     if op == "matmul":
