@@ -386,3 +386,25 @@ def test_cupy_lowerings_match_reference_on_gpu():
     for cudnn in (None, gpu.cudnn_module()):
         got = gpu.run_node(cupy, "conv2d", a, [cupy.asarray(x), cupy.asarray(w)], cudnn)[0]
         np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-3, atol=1e-3)
+
+
+# ---- the end-to-end benchmark, on one small model -----------------------------------------------
+@pytest.mark.slow
+def test_e2e_bench_runs_and_second_run_measures_nothing(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "e2e.py"
+    spec = importlib.util.spec_from_file_location("bench_e2e", path)
+    e2e = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(e2e)
+    argv = ["--models", "squeezenet", "--small", "--budget", "20", "--rounds", "2",
+            "--unverified", "--out", str(tmp_path), "--cost-cache", str(tmp_path / "c.json")]
+    assert e2e.main(argv) == 0
+    first = json.loads((tmp_path / "e2e.json").read_text())["rows"][0]
+    assert set(first["latency_ms"]) == set(e2e.COLUMNS)
+    assert first["keys_measured"] > 0 and (tmp_path / "e2e.png").stat().st_size > 0
+    assert "| squeezenet |" in (tmp_path / "e2e.md").read_text()
+    assert e2e.main(argv) == 0
+    second = json.loads((tmp_path / "e2e.json").read_text())["rows"][0]
+    assert second["keys_measured"] == 0 and second["measure_s"] == 0
