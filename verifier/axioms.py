@@ -23,7 +23,21 @@ import numpy as np
 from taso.ops import ACTIVATIONS, OPS
 
 from .shapes import solve
-from .terms import App, Arith, Cmp, Dim, Evaluator, IVar, Ok, Rank, Var, app, int_vars, tensor_vars
+from .terms import (
+    App,
+    Arith,
+    Cmp,
+    Dim,
+    Evaluator,
+    IVar,
+    Ok,
+    Rank,
+    Var,
+    app,
+    int_vars,
+    mismatch,
+    tensor_vars,
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,7 @@ class Axiom:
     sizes: tuple[int, ...] = (1, 2, 3)  # axis sizes the numeric check draws from
     family: str = ""
     ranks: dict = field(default_factory=dict, hash=False, compare=False)
+    positive: tuple[str, ...] = ()  # variables drawn positive (e.g. a variance under a sqrt)
 
     def trigger_groups(self) -> tuple:
         """The E-matching triggers: explicit ones, else each side that is an operator
@@ -67,6 +82,8 @@ _family = ""
 
 
 def axiom(name: str, statement: str, lhs: Any, rhs: Any, *when: Any, **kw: Any) -> Axiom:
+    if _family in ("conv", "fold"):  # the numeric check draws NCHW tensors and OIHW kernels
+        kw["ranks"] = {"x": 4, "y": 4, "w": 4, "u": 4, **kw.get("ranks", {})}
     ax = Axiom(name, statement, iv(lhs), iv(rhs), tuple(when), family=_family, **kw)
     if any(a.name == name for a in AXIOMS):
         raise ValueError(f"axiom {name} is defined twice")
@@ -97,13 +114,15 @@ DOMAINS: dict[str, list[Any]] = {
     "n": [(1, 1), (2, 2), (3, 3)], "KH": [1, 3, 5], "KW": [1, 3, 5],
     "k1": [(1, 1), (3, 3), (1, 3), (5, 5)], "k2": [(3, 3), (5, 5), (3, 5)],
     "sh": [(), (2,), (3, 3), (2, 2), (1, 3), (2, 2, 3, 3), (2, 1, 1, 3)],
+    "e": [1e-5, 1e-3, 0.5], "G": [1, 2, 4], "h": [1, 2], "cnt": [1, 2],
     "ic": [(1, 1, 1, 1), (2, 2, 3, 3), (3, 3, 1, 1), (2, 2, 1, 3)],
 }
 # the strictness axioms name their attribute variables after the attributes
 DOMAINS.update(strides=DOMAINS["s"], pads=DOMAINS["p"], dilations=DOMAINS["d"],
                groups=DOMAINS["g"], activation=DOMAINS["act"], kernel=DOMAINS["k"],
                axis=[0, 1, 2], sizes=[(1, 1), (1, 2), (2, 1), (2, 2)],
-               count_include_pad=DOMAINS["cip"])
+               count_include_pad=DOMAINS["cip"], epsilon=DOMAINS["e"], count=DOMAINS["cnt"],
+               shape=[(1, 2, 1, 1), (2, 3), (6,), (3, 2), (1, 3, 1, 1)])
 
 
 def iv(v: Any) -> Any:
@@ -302,6 +321,12 @@ _l = matmul(x, concat(1, y, z), "?act")
 axiom("matmul-concat-cols", "x [y | z] = [x y | x z]  (2-D)", _l,
       concat(1, matmul(x, y, "?act"), matmul(x, z, "?act")), ok(_l), eq(rank(x), 2),
       eq(rank(y), 2))
+for _r in (3, 4):
+    _l = matmul(x, concat(1, y, z), "?act")
+    axiom(f"matmul-concat-cols-{_r}d", f"x [y | z] = concat_{_r - 1}(x y, x z)  "
+          f"(x {_r}-D, y, z matrices)", _l,
+          concat(_r - 1, matmul(x, y, "?act"), matmul(x, z, "?act")), ok(_l), eq(rank(x), _r),
+          eq(rank(y), 2))
 _l = matmul(concat(0, x, y), z, "?act")
 axiom("matmul-concat-rows", "[x ; y] z = [x z ; y z]  (2-D)", _l,
       concat(0, matmul(x, z, "?act"), matmul(y, z, "?act")), ok(_l), eq(rank(x), 2),
@@ -353,9 +378,9 @@ axiom("conv-duplicate-groups", "conv(concat_1(x, x), w; groups=2) = conv(x, w)",
       conv(x, w, act="?act", g=1), ok(_l))
 _l = conv(concat(1, x, y), concat(0, w, u), act="?act", g=2)
 axiom("conv-grouped-concat", "conv(concat_1(x, y), concat_0(w, u); groups=2) = "
-      "concat_1(conv(x, w), conv(y, u))  (w, u with equal output channels)", _l,
+      "concat_1(conv(x, w), conv(y, u))  (equal halves: x, y channels and w, u kernels)", _l,
       concat(1, conv(x, w, act="?act", g=1), conv(y, u, act="?act", g=1)), ok(_l),
-      eq(dim(w, 0), dim(u, 0)))
+      eq(dim(w, 0), dim(u, 0)), eq(dim(x, 1), dim(y, 1)))
 
 # ---- constants and enlarge ------------------------------------------------------------------
 _family = "constant"
@@ -384,6 +409,55 @@ axiom("enlarge-smul", "enlarge(w·s) = enlarge(w)·s", enlarge(smul(w, s)), smul
 _l = enlarge(concat("?a", w, u))
 axiom("enlarge-concat", "enlarge(concat_a(w, u)) = concat_a(enlarge(w), enlarge(u))  (a = 0, 1)",
       _l, concat("?a", enlarge(w), enlarge(u)), ok(_l), ge("?a", 0), ge(1, "?a"))
+
+# ---- folding: conv with a bias, batch norm folded into it, merged group kernels ----------------
+_family = "fold"
+
+
+def conv_bias(a, b, c, act="none", s="?s", p="?p", d="?d", g="?g"):
+    return app("conv2d_bias", a, b, c, strides=s, pads=p, dilations=d, groups=g, activation=act)
+
+
+b, b2 = Var("b"), Var("b2")
+VECTORS = {"b": 1, "b2": 1, "scale": 1, "bias": 1, "mean": 1, "var": 1}
+_l = conv_bias(x, w, b)
+axiom("conv-bias-def", "conv_bias(x, w, b) = add(conv(x, w), reshape(b, (1, O, 1, 1)))", _l,
+      app("add", conv(x, w), app("reshape", b, shape=(1, dim(w, 0), 1, 1))), ok(_l),
+      ranks=VECTORS)
+for _a in ACTS:
+    axiom(f"conv-bias-{_a}-fusion", f"conv_bias(x, w, b; act={_a}) = {_a}(conv_bias(x, w, b))",
+          conv_bias(x, w, b, act=_a), act(_a, conv_bias(x, w, b)), ranks=VECTORS)
+_l = conv_bias(x, concat(0, w, u), concat(0, b, b2), act="?act", g=1)
+axiom("conv-bias-kernel-concat", "conv_bias(x, concat_0(w, u), concat_0(b, b2)) = "
+      "concat_1(conv_bias(x, w, b), conv_bias(x, u, b2))", _l,
+      concat(1, conv_bias(x, w, b, act="?act", g=1), conv_bias(x, u, b2, act="?act", g=1)),
+      ok(_l), eq(dim(b, 0), dim(w, 0)), ranks=VECTORS)
+_l = conv_bias(x, app("enlarge", w, kernel="?k"), b, act="?act", **_same)
+axiom("conv-bias-enlarge", "conv_bias(x, enlarge(w), b) = conv_bias(x, w, b)  (same, stride 1)",
+      _l, conv_bias(x, w, b, act="?act", **_same), ok(_l), ranks=VECTORS)
+_bn = dict(epsilon="?e")
+sc, bi, me, va = (Var(n) for n in ("scale", "bias", "mean", "var"))
+_l = app("batchnorm", conv(x, w), sc, bi, me, va, **_bn)
+axiom("conv-batchnorm", "batchnorm(conv(x, w)) = conv_bias(x, w·k, bias - mean·k)  "
+      "(k = scale / sqrt(var + eps) per output channel)", _l,
+      conv_bias(x, app("bn_kernel", w, sc, va, **_bn), app("bn_bias", sc, bi, me, va, **_bn)),
+      ok(_l), positive=("var",), ranks=VECTORS)
+_l = app("batchnorm", conv_bias(x, w, b), sc, bi, me, va, **_bn)
+axiom("conv-bias-batchnorm", "batchnorm(conv_bias(x, w, b)) = "
+      "conv_bias(x, w·k, bias - (mean - b)·k)", _l,
+      conv_bias(x, app("bn_kernel", w, sc, va, **_bn),
+                app("bn_bias", sc, bi, app("sub", me, b), va, **_bn)), ok(_l), positive=("var",),
+      ranks=VECTORS)
+for _name, _f in (("conv", conv), ("conv-bias", None)):
+    _args = (x, w) if _f else (x, w, b)
+
+    def _c(k, g, _args=_args, _f=_f):
+        return (_f or conv_bias)(_args[0], k, *_args[2:], act="?act", g=g)
+    _l = _c(w, "?G")
+    axiom(f"{_name}-merge-gconv", f"{_name} with G groups = {_name} with G/c groups of the "
+          "kernel merged c to one", _l,
+          _c(app("merge_gconv", w, groups="?G", count="?cnt"), "?h"), ok(_l),
+          eq("?G", Arith("*", iv("?h"), iv("?cnt"))), ranks=VECTORS)
 
 # ---- pooling ------------------------------------------------------------------------------
 _family = "pool"
@@ -456,6 +530,11 @@ axiom("matmul-dim1", "dim(x y, 1) = dim(y, 1)  (2-D)", dim(_e, 1), dim(y, 1), *_
 axiom("matmul-inner", "dim(x, 1) = dim(y, 0) where x y is defined  (2-D)", dim(x, 1),
       dim(y, 0), *_2d, triggers=_on)
 axiom("matmul-rank", "rank(x y) = 2  (2-D)", rank(_e), 2, *_2d)
+for _r in (3, 4):
+    _nd = (ok(_e), eq(rank(x), _r), eq(rank(y), 2))
+    axiom(f"matmul-dim-last-{_r}d", f"dim(x y, {_r - 1}) = dim(y, 1)  (x {_r}-D, y 2-D)",
+          dim(_e, _r - 1), dim(y, 1), *_nd, triggers=((_e,),))
+    axiom(f"matmul-rank-{_r}d", f"rank(x y) = {_r}  (x {_r}-D, y 2-D)", rank(_e), _r, *_nd)
 _e = conv(x, w, act="?act")
 _on = ((_e,),)
 axiom("conv-dim0", "dim(conv(x, w), 0) = dim(x, 0)", dim(_e, 0), dim(x, 0), ok(_e), triggers=_on)
@@ -463,6 +542,15 @@ axiom("conv-dim1", "dim(conv(x, w), 1) = dim(w, 0)", dim(_e, 1), dim(w, 0), ok(_
 axiom("conv-channels", "dim(x, 1) = dim(w, 1) · groups where conv(x, w) is defined",
       dim(x, 1), Arith("*", dim(w, 1), iv("?g")), ok(_e), triggers=_on)
 axiom("conv-rank", "rank(conv(x, w)) = 4", rank(_e), 4, ok(_e))
+_e = conv_bias(x, w, b, act="?act")
+_on = ((_e,),)
+axiom("conv-bias-dim0", "dim(conv_bias(x, w, b), 0) = dim(x, 0)", dim(_e, 0), dim(x, 0), ok(_e),
+      triggers=_on, ranks=VECTORS)
+axiom("conv-bias-dim1", "dim(conv_bias(x, w, b), 1) = dim(w, 0)", dim(_e, 1), dim(w, 0), ok(_e),
+      triggers=_on, ranks=VECTORS)
+axiom("conv-bias-rank", "rank(conv_bias(x, w, b)) = 4", rank(_e), 4, ok(_e), ranks=VECTORS)
+axiom("conv-bias-size", "dim(b, 0) = dim(w, 0) where conv_bias(x, w, b) is defined", dim(b, 0),
+      dim(w, 0), ok(_e), triggers=_on, ranks=VECTORS)
 _e = transpose(x)
 axiom("transpose-dim0", "dim(transpose(x), 0) = dim(x, 1)  (2-D)", dim(_e, 0), dim(x, 1), ok(_e))
 axiom("transpose-dim1", "dim(transpose(x), 1) = dim(x, 0)  (2-D)", dim(_e, 1), dim(x, 0), ok(_e))
@@ -476,13 +564,16 @@ for _name, _e in (("maxpool", maxpool(x)), ("avgpool", avgpool(x)),
 # An operator applied to ⊥ is ⊥: a defined application has defined operands.
 _family = "strict"
 for _op in ("ewadd", "ewmul", "scalar_mul", "relu", "sigmoid", "tanh", "transpose", "matmul",
-            "conv2d", "maxpool2d", "avgpool2d", "enlarge", "add", "mul", "split"):
+            "conv2d", "maxpool2d", "avgpool2d", "enlarge", "add", "mul", "split", "conv2d_bias",
+            "reshape", "batchnorm", "bn_kernel", "bn_bias", "merge_gconv", "sub"):
     _o = OPS[_op]
-    _args = (x, y)[:len(_o.inputs)]
+    _args = tuple(Var(n) for n in _o.inputs)  # named as the operator names its inputs
+    _ranks = {"scalar_mul": SCALARS, "batchnorm": VECTORS, "bn_kernel": VECTORS,
+              "bn_bias": VECTORS, "conv2d_bias": VECTORS}.get(_op, {})
     _e = app(_op, *_args, **{k: f"?{k}" for k in _o.attrs})
     for _v in _args:
         axiom(f"{_op}-strict-{_v}", f"ok({_op}(...{_v}...)) implies ok({_v})", _v, None, ok(_e),
-              rel="ok", triggers=((_e,),), ranks={"y": 0} if _op == "scalar_mul" else {})
+              rel="ok", triggers=((_e,),), ranks=_ranks)
 for _n in (2, 3, 4):
     _args = (x, y, z, u)[:_n]
     _e = concat("?a", *_args)
@@ -530,6 +621,8 @@ def check_axiom(ax: Axiom, seed: int, budget: int = 3000) -> Outcome:
         for v in ax.int_vars():
             ints.setdefault(v, DOMAINS[v][int(rng.integers(len(DOMAINS[v])))])
         values = {v: rng.standard_normal(sh).astype(np.float32) for v, sh in shapes.items()}
+        for v in ax.positive:
+            values[v] = np.abs(values[v]) + np.float32(0.1)
         bad = _compare(ax, shapes, ints, values, tensor_eq)
         if bad:
             return Outcome("violated", bad)
@@ -566,6 +659,5 @@ def _compare(ax: Axiom, shapes, ints, values, tensor_eq: bool) -> dict:
     if la is None or ra is None or la.shape != ra.shape:
         return {**info, "lhs_shape": None if la is None else la.shape,
                 "rhs_shape": None if ra is None else ra.shape}
-    diff = float(np.max(np.abs(la.astype(np.float64) - ra), initial=0.0))
-    scale = max(1.0, float(np.max(np.abs(la), initial=0.0)))
-    return {} if diff <= 1e-4 * scale else {**info, "max_diff": diff}
+    diff = mismatch(la, ra, rtol=1e-4)
+    return {} if diff is None else {**info, "max_diff": diff}

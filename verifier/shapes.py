@@ -100,6 +100,8 @@ def _shape_candidates(rank: int | None, shapes: list[Shape], sizes: list[int],
         list(dict.fromkeys([*(len(s) for s in known), *rng.permutation([1, 2, 3, 4]).tolist()]))
     same = [s for s in known if len(s) in ranks]
     mutated = [s[:ax] + (d,) + s[ax + 1:] for s in same for ax in range(len(s)) for d in sizes]
+    if 1 in ranks:  # per-channel vectors: one axis of a shape in play
+        mutated += [(d,) for s in known for d in s]
     fresh = [() for r in ranks if r == 0] + [
         tuple(int(d) for d in rng.choice(sizes, size=r))
         for r in (ranks[int(rng.integers(len(ranks)))] for _ in range(n_random))]

@@ -321,3 +321,17 @@ class Evaluator:
             outs = out if isinstance(out, (list, tuple)) else [out]
             self._value[key] = [np.asarray(o, dtype=np.float32) for o in outs]
         return self._value[key][t.out]
+
+
+def mismatch(u: np.ndarray, v: np.ndarray, rtol: float = 1e-3) -> float | None:
+    """The largest difference of two same-shaped results if it exceeds float32
+    rounding (relative to their magnitude), else None. NaN where both sides are
+    NaN agrees (both undefined there); NaN on one side only is a mismatch."""
+    nu, nv = np.isnan(u), np.isnan(v)
+    if np.any(nu != nv):
+        return float("inf")
+    keep = ~nu
+    a, b = u[keep].astype(np.float64), v[keep].astype(np.float64)
+    diff = float(np.max(np.abs(a - b), initial=0.0))
+    scale = max(1.0, float(np.max(np.abs(a), initial=0.0)))
+    return diff if not diff <= rtol * scale else None
