@@ -68,16 +68,17 @@ def onnxoptimized(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def run_taso(graph, cost_model, args):
-    """The optimized graph, the seconds spent searching and the seconds spent
-    measuring costs (apart)."""
+    """The search's report (its `graph` the optimized graph), the seconds spent
+    searching and the seconds spent measuring costs (apart)."""
+    from taso.optimizer.search import run_search
+
     measured_before = getattr(cost_model, "measure_seconds", 0.0)
     start = time.perf_counter()
-    result = taso.optimize(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
-                           cost_model=cost_model, unverified=args.unverified)
+    report = run_search(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
+                        cost_model=cost_model, unverified=args.unverified)
     total = time.perf_counter() - start
     measuring = getattr(cost_model, "measure_seconds", 0.0) - measured_before
-    best = getattr(result, "graph", result)
-    return best, total - measuring, measuring
+    return report, total - measuring, measuring
 
 
 def check_same_outputs(ref: list[np.ndarray], got: list[np.ndarray], label: str) -> float:
@@ -121,7 +122,8 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
     models = {"original": taso.export_onnx(graph)}
     models["onnxsim"] = simplified(models["original"])
     models["onnxoptimizer"] = onnxoptimized(models["original"])
-    best, search_s, measure_s = run_taso(graph, cost_model, args)
+    report, search_s, measure_s = run_taso(graph, cost_model, args)
+    best = report.graph
     models["taso"] = taso.export_onnx(best)
 
     feeds = {k: v for k, v in graph.random_inputs(seed=0).items()}
@@ -140,6 +142,7 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
         "latency_ms": latency,
         "speedup": {c: latency["original"] / latency[c] for c in COLUMNS},
         "max_rel_error": errors, "search_s": search_s, "measure_s": measure_s,
+        "rules_applied": report.rules_applied,
     }
     predict = getattr(cost_model, "predict_latency", None)
     if predict is not None:
@@ -172,6 +175,10 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
             f"| {r['search_s']:.1f} | {r['measure_s']:.1f} "
             + (f"| {pred['original']:.2f} / {pred['taso']:.2f} "
                f"| {err['original']:+.0%} / {err['taso']:+.0%} |" if pred else "| — | — |"))
+    lines += ["", "Rules applied:", ""]
+    for r in rows:
+        fired = sorted(r.get("rules_applied", {}).items(), key=lambda kv: -kv[1])
+        lines.append(f"- {r['model']}: " + (", ".join(f"{k} ×{v}" for k, v in fired) or "none"))
     return "\n".join(lines) + "\n"
 
 
