@@ -150,11 +150,8 @@ def _candidates(graph: GraphT, tt: Tensors, ev: Evaluator, inst: list[Instance],
         combos = [(s,) for s in shapes] if ins.arity == 1 else \
             [(s1, s2) for s1 in shapes for s2 in shapes]
         for sh in combos:
-            a = ins.concrete(sh)
-            if a is None:
-                continue
-            attrs = _full_attrs(ins.op, a)
-            if ev.out_shapes(ins.op, attrs, sh) is None:
+            attrs = _typed(ins, sh, ev)
+            if attrs is None:
                 continue
             if ins.arity == 1:
                 for t in by_shape[sh[0]]:
@@ -167,6 +164,25 @@ def _candidates(graph: GraphT, tt: Tensors, ev: Evaluator, inst: list[Instance],
                             yield ins.op, attrs, (t1, t2)
     if len(need) < 2:
         yield from (c for c in _splits(graph, tt) if all(c[2][0] in n for n in need))
+
+
+_TYPED: dict[tuple, tuple | None] = {}
+
+
+def _typed(ins: Instance, shapes: tuple, ev: Evaluator) -> tuple | None:
+    """The node attributes of `ins` on operands of these shapes, or None where it
+    does not apply (memoized: the same few shapes recur in every graph)."""
+    key = (ins, shapes)
+    try:
+        return _TYPED[key]
+    except KeyError:
+        pass
+    a = ins.concrete(shapes)
+    attrs = None if a is None else _full_attrs(ins.op, a)
+    if attrs is not None and ev.out_shapes(ins.op, attrs, shapes) is None:
+        attrs = None
+    _TYPED[key] = attrs
+    return attrs
 
 
 def _splits(graph: GraphT, tt: Tensors) -> Iterable[tuple[str, tuple, tuple[int, ...]]]:
@@ -208,6 +224,7 @@ def extend(graph: GraphT) -> list[tuple]:
     nodes = set(graph)
     sinks = set(sinks_of(graph, tt, n_in))
     all_vals = set(tt.vals)
+    const = _constant_tensors(graph, tt, n_in)
     base_merkle = [hash((op, attrs, tuple(tt.merkle[t] for t in ins)))
                    for op, attrs, ins in graph]
     out = []
@@ -225,6 +242,8 @@ def extend(graph: GraphT) -> list[tuple]:
         if node in nodes:
             continue
         op, attrs, ins = node
+        if ins and all(t in const for t in ins):
+            continue  # computes a constant: folded before any model runs
         comps = {tt.comp[tt.producer[t]] for t in ins if tt.producer[t] >= 0}
         if comps:
             if tt.n_comps - len(comps) + 1 != 1:
@@ -250,6 +269,16 @@ def extend(graph: GraphT) -> list[tuple]:
         out.append((g2, tuple(new_sinks), sink_vals, tuple(vals[n_in:]), struct, ext,
                     redundant))
     return out
+
+
+def _constant_tensors(graph: GraphT, tt: Tensors, n_in: int) -> set[int]:
+    """Node outputs that depend on no family tensor."""
+    const: set[int] = set()
+    for t in range(n_in, len(tt.vals)):
+        _, _, ins = graph[tt.producer[t]]
+        if all(u in const for u in ins):
+            const.add(t)
+    return const
 
 
 def extend_chunk(graphs: list[GraphT]) -> list[tuple]:

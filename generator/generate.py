@@ -36,11 +36,11 @@ def generate(cfg: GenConfig, workers: int | None = None, executor: Executor | No
         t0 = time.perf_counter()
         enum: Enumeration = enumerate_graphs(cfg, ex, progress)
         t1 = time.perf_counter()
+        rules, stages = prune(enum, ex)
+        t2 = time.perf_counter()
     finally:
         if own:
             ex.close()
-    rules, stages = prune(enum)
-    t2 = time.perf_counter()
     rs = RuleSet(rules, name=f"taso-gen-n{cfg.max_ops}",
                  provenance={"generator": "taso-gen", "settings": cfg.to_json(),
                              "direction": "both: each rule holds read either way"})

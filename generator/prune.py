@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from taso.rules_db import Rule
 from taso.rules_db.canonical import canonical
 
-from .enumerate import Enumeration, Member
+from .enumerate import Enumeration, Member, _context, init_worker
+from .executor import Executor, make_executor
 from .fingerprint import Evaluator, digest, family_values
 from .rules import confirmed, float_inputs, holds_elsewhere, to_rule
 
@@ -113,7 +114,9 @@ def implied(a: _Info, b: _Info, inputs: list[int], commutative: set | None = Non
             continue
         va = [_value(ma, x, inputs) for x in insa]
         vb = [_value(mb, y, inputs) for y in insb]
-        if va == vb or (commutative and (opa, atta) in commutative and va == vb[::-1]):
+        swapped = commutative and (opa, atta) in commutative and va == vb[::-1] and \
+            not all(x < len(inputs) for x in insa + insb)  # else: commutativity itself
+        if va == vb or swapped:
             same_tail += 1
     return same_tail == len(ma.sinks)
 
@@ -165,50 +168,106 @@ def family_digests(enum: Enumeration) -> list[int]:
     return [digest(v.shape, arrs) for v, arrs in zip(fam, family_values(fam, enum.cfg.seed))]
 
 
-def prune(enum: Enumeration) -> tuple[list[Rule], Stages]:
-    """The generated rule set (deterministic for a given configuration) and the
-    count left after each stage."""
-    cfg = enum.cfg
+def _pairs_of_classes(batch: list[list[Member]]) -> tuple[list[int], list[tuple]]:
+    """Worker: the pairs of these classes through the cheap criteria, and the
+    survivors' rules with their canonical forms."""
+    cfg = _context()[0]
     n_in = len(cfg.family)
-    inputs = family_digests(enum)
-    st = Stages()
-    comm = commutative_ops(cfg)
-    survivors: list[tuple[Member, Member]] = []
-    for ms in class_members(enum, inputs):
+    inputs, comm = _prune_context(cfg)
+    counts = [0, 0, 0]
+    out = []
+    for ms in batch:
         infos = [_info(m, n_in) for m in ms]
         for j in range(1, len(infos)):
             for i in range(j):
-                st.raw += 1
+                counts[0] += 1
                 a, b = infos[j], infos[i]  # source: the later (larger) graph
                 if common_subgraph(a, b):
                     continue
-                st.common_subgraph += 1
+                counts[1] += 1
                 if implied(a, b, inputs, comm):
                     continue
-                st.implied += 1
-                survivors.append((a.member, b.member))
-    # Canonical dedup, smallest rules first so the kept form is the simplest.
-    survivors.sort(key=lambda p: (len(p[0].graph) + len(p[1].graph), len(p[0].graph)))
-    kept: dict[tuple, tuple[Rule, Member, Member, list[str]]] = {}
-    ranks: dict[tuple, list[set[int]]] = {}
-    for src, dst in survivors:
-        rule = to_rule("", src, dst, cfg.family, {})
-        key, order, _ = canonical(rule)
+                counts[2] += 1
+                rule = to_rule("", a.member, b.member, cfg.family, {})
+                key, order, _ = canonical(rule)
+                out.append((key, order, rule, a.member, b.member))
+    return counts, out
+
+
+def _check(batch: list[tuple[Rule, Member, Member]]) -> list[tuple[bool, bool]]:
+    """Worker: (float-confirmed, not refuted at the other sizes) for each rule."""
+    cfg = _context()[0]
+    xs = float_inputs(cfg.family, cfg.seed)
+    res = []
+    for rule, src, dst in batch:
+        ok = confirmed(src, dst, xs)
+        res.append((ok, ok and holds_elsewhere(rule, cfg.family, cfg.seed) is not False))
+    return res
+
+
+_PRUNE_CTX: dict[int, tuple] = {}
+
+
+def _prune_context(cfg) -> tuple[list[int], set]:
+    key = id(cfg)
+    if key not in _PRUNE_CTX:
+        ev = Evaluator(cfg.family, cfg.seed)
+        _PRUNE_CTX.clear()
+        _PRUNE_CTX[key] = (list(ev.inputs), commutative_ops(cfg))
+    return _PRUNE_CTX[key]
+
+
+def _batches(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def prune(enum: Enumeration, executor: Executor | None = None) -> tuple[list[Rule], Stages]:
+    """The generated rule set (deterministic for a given configuration) and the
+    count left after each stage. The executor's workers must have been set up
+    with `init_worker(enum.cfg)`."""
+    cfg = enum.cfg
+    own = executor is None
+    ex = executor or make_executor(1, init_worker, (cfg,))
+    try:
+        return _prune(enum, ex)
+    finally:
+        if own:
+            ex.close()
+
+
+def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
+    inputs = family_digests(enum)
+    st = Stages()
+    classes = list(class_members(enum, inputs))
+    found: list[tuple] = []
+    for counts, out in ex.map(_pairs_of_classes, _batches(classes, 200)):
+        st.raw += counts[0]
+        st.common_subgraph += counts[1]
+        st.implied += counts[2]
+        found.extend(out)
+    # Canonical dedup, smallest rules first (stable: enumeration order breaks
+    # ties), so the kept form is the simplest.
+    order_of = sorted(range(len(found)), key=lambda k: (
+        len(found[k][3].graph) + len(found[k][4].graph), len(found[k][3].graph)))
+    kept: dict[tuple, tuple] = {}
+    ranks: dict[tuple, list[set]] = {}
+    for k in order_of:
+        key, order, rule, src, dst = found[k]
         r = [rule.vars[v]["rank"] for v in order]
         if key in kept:
-            for s, k in zip(ranks[key], r):
-                s.add(k)
+            for s, x in zip(ranks[key], r):
+                s.add(x)
             continue
         kept[key] = (rule, src, dst, order)
-        ranks[key] = [{k} for k in r]
+        ranks[key] = [{x} for x in r]
     st.renaming = len(kept)
-    xs = float_inputs(cfg.family, cfg.seed)
+    items = list(kept.items())
+    checks = [c for res in ex.map(_check, _batches([(r, s, d) for _, (r, s, d, _) in items],
+                                                   100)) for c in res]
     rules: list[Rule] = []
-    for key, (rule, src, dst, order) in kept.items():
-        if not confirmed(src, dst, xs):
-            continue
-        st.float += 1
-        if holds_elsewhere(rule, cfg.family, cfg.seed) is False:
+    for (key, (rule, src, dst, order)), (ok, general) in zip(items, checks):
+        st.float += ok
+        if not general:
             continue
         for v, rs in zip(order, ranks[key]):
             rule.vars[v]["rank"] = next(iter(rs)) if len(rs) == 1 else None

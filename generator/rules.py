@@ -71,10 +71,16 @@ def _split_sizes(graph: GraphT, ancestors: set[int], a: dict, shapes, ref) -> tu
     raise ValueError("split with no concat to undo")
 
 
+_SHAPES: dict[tuple, list[tuple]] = {}
+
+
 def tensor_shapes(graph: GraphT, family: tuple[Var, ...]) -> list[tuple]:
     shapes = [v.shape for v in family]
     for op, attrs, ins in graph:
-        shapes += OPS[op].out_shapes(dict(attrs), [shapes[t] for t in ins])
+        key = (op, attrs, tuple(shapes[t] for t in ins))
+        if key not in _SHAPES:
+            _SHAPES[key] = OPS[op].out_shapes(dict(attrs), list(key[2]))
+        shapes += _SHAPES[key]
     return shapes
 
 
@@ -131,8 +137,9 @@ def holds_elsewhere(rule: Rule, family: tuple[Var, ...], seed: int) -> bool | No
     """Instantiate the (symbolic) rule on the family's alternative shapes and
     compare both sides in float. None when it cannot be checked there (a variable
     has no alternative shape, or a side does not type-check at those sizes)."""
-    from taso.ops import ShapeError
     from taso.rules_db import instantiate
+
+    from taso.ops import ShapeError
 
     by_name = {v.name: v for v in family}
     shapes = {}

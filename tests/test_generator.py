@@ -112,7 +112,7 @@ def test_conv_additive_in_the_weight_and_concat_of_convs():
 
 
 def test_concat_of_convs_sharing_input_small():
-    fam = (T[0], T[1], Var("k", (2, 2, 1, 1)))
+    fam = T
     rules, _ = _gen(["conv2d", "concat"], fam, n=3)
     cat = _rule([("conv2d", ["x", "w1"], CONV), ("conv2d", ["x", "w2"], CONV),
                  ("concat", [(0, 0), (1, 0)], {"axis": 1})],
