@@ -215,6 +215,21 @@ int Core::add_rule(Rule r) {
     };
     check_side(r.src);
     check_side(r.dst);
+    // The variables each rule output's target tensor depends on.
+    std::vector<std::vector<int>> deps(r.dst.size());
+    for (size_t j = 0; j < r.dst.size(); ++j) {
+        for (const Ref& in : r.dst[j].in) {
+            if (in.node < 0) deps[j].push_back(-1 - in.node);
+            else deps[j].insert(deps[j].end(), deps[in.node].begin(), deps[in.node].end());
+        }
+        std::sort(deps[j].begin(), deps[j].end());
+        deps[j].erase(std::unique(deps[j].begin(), deps[j].end()), deps[j].end());
+    }
+    r.dst_deps.clear();
+    for (const auto& [s, d] : r.outputs) {
+        if (s.node < 0 || s.node >= np) throw std::invalid_argument("a rule output must be a source node");
+        r.dst_deps.push_back(d.node < 0 ? std::vector<int>{-1 - d.node} : deps[d.node]);
+    }
     r.uses.assign(np, {});
     for (int q = 0; q < np; ++q)
         for (int i = 0; i < static_cast<int>(r.src[q].in.size()); ++i) {
@@ -473,10 +488,54 @@ std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
     return finalize(std::move(raw), std::move(outputs));
 }
 
+bool Core::creates_cycle(const Graph& g, const Rule& r, const Match& m) {
+    // Which replaced source tensors (rule outputs) each variable depends on,
+    // through nodes downstream of the match (dirty_ marks them).
+    const int nv = r.nvars, no = static_cast<int>(r.outputs.size());
+    std::vector<std::vector<int>> reaches(nv);
+    std::vector<int> stamp(g.nodes.size(), -1);
+    for (int v = 0; v < nv; ++v) {
+        std::vector<Ref> stack{m.vars[v]};
+        while (!stack.empty()) {
+            Ref t = stack.back();
+            stack.pop_back();
+            if (!dirty_[t.node]) continue;
+            bool replaced = false;
+            if (dirty_[t.node] == 2)
+                for (int o = 0; o < no; ++o)
+                    if (m.nodes[r.outputs[o].first.node] == t.node &&
+                        r.outputs[o].first.idx == t.idx) {
+                        reaches[v].push_back(o);
+                        replaced = true;
+                    }
+            if (replaced || stamp[t.node] == v) continue;
+            stamp[t.node] = v;
+            for (const Ref& in : g.nodes[t.node].in) stack.push_back(in);
+        }
+    }
+    // A cycle in: variable -> rule output it depends on -> variables its target reads.
+    std::vector<char> state(nv, 0);
+    std::function<bool(int)> visit = [&](int v) {
+        state[v] = 1;
+        for (int o : reaches[v])
+            for (int w : r.dst_deps[o]) {
+                if (state[w] == 1) return true;
+                if (state[w] == 0 && visit(w)) return true;
+            }
+        state[v] = 2;
+        return false;
+    };
+    for (int v = 0; v < nv; ++v)
+        if (state[v] == 0 && visit(v)) return true;
+    return false;
+}
+
 std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& m,
                                            const std::vector<int>& dst_attrs,
-                                           const std::vector<std::vector<int>>& consumers) {
+                                           const std::vector<std::vector<int>>& consumers,
+                                           bool& cycle) {
     const Rule& r = rules[ri];
+    cycle = false;
     const int n = static_cast<int>(g.nodes.size());
     // Nodes are in topological order: one forward pass marks the descendants.
     dirty_.assign(n, 0);
@@ -490,7 +549,10 @@ std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& 
             for (int u : consumers[v])
                 if (!dirty_[u]) dirty_[u] = 1;
     for (const Ref& v : m.vars)
-        if (dirty_[v.node]) return std::nullopt;
+        if (dirty_[v.node]) {
+            if (creates_cycle(g, r, m)) cycle = true;
+            return std::nullopt;
+        }
     dst_hash_.resize(r.dst.size());
     for (size_t j = 0; j < r.dst.size(); ++j) {
         uint64_t h = mix(mix(mix(HASH_SEED, r.dst[j].type), dst_attrs[j]), 0);
@@ -588,7 +650,9 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
                 // Most rewrites reach a graph already seen: tell by hash, unbuilt.
                 // A graph that failed (bad shapes, too many operators) fails
                 // again: its hash is remembered as well.
-                auto h = rewrite_hash(g, ri, m, *dst_attrs, consumers);
+                bool cycle = false;
+                auto h = rewrite_hash(g, ri, m, *dst_attrs, consumers, cycle);
+                if (cycle) continue;
                 if (h && !seen.insert(*h).second) {
                     ++n_known;
                     continue;
@@ -601,9 +665,10 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
                     best_parent = e;
                     best_rule = ri;
                 }
-                if (ng->cost < opt.alpha * res.best.cost) ++n_pushed;
-                if (ng->cost < opt.alpha * res.best.cost)
+                if (ng->cost < opt.alpha * res.best.cost) {
+                    ++n_pushed;
                     queue.push(Candidate{ng->cost, seq++, e, ri, std::move(m)});
+                }
             }
         }
     };

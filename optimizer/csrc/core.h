@@ -86,6 +86,7 @@ struct Rule {
         std::vector<int> perm;
     };
     std::vector<Symmetry> symmetries;
+    std::vector<std::vector<int>> dst_deps;  // per output: variables its target reads
 };
 
 struct Match {
@@ -169,9 +170,14 @@ public:
     // The hash of the graph `apply` would build, computed from g's node hashes
     // without building it; nullopt when a variable lies downstream of the match
     // (a possible cycle: only building tells). `consumers` indexes g.
+    // `cycle` is set when the rewrite certainly creates a cycle.
     std::optional<uint64_t> rewrite_hash(const Graph& g, int ri, const Match& m,
                                          const std::vector<int>& dst_attrs,
-                                         const std::vector<std::vector<int>>& consumers);
+                                         const std::vector<std::vector<int>>& consumers,
+                                         bool& cycle);
+    // Would the rewrite make a variable depend on a target that reads it?
+    // (needs dirty_ as rewrite_hash leaves it)
+    bool creates_cycle(const Graph& g, const Rule& r, const Match& m);
     // All one-step rewrites of g: (rule index, graph).
     std::vector<std::pair<int, Graph>> expand(const Graph& g);
 
@@ -180,7 +186,7 @@ public:
     Oracle oracle;
     std::vector<int> kinds;
     // Work counters, for benchmarks: structural matches, matches that passed
-    // every check, and graphs built.
+    // every check, graphs built, rewrites known by hash, graphs queued.
     size_t n_matches = 0, n_applicable = 0, n_built = 0, n_known = 0, n_pushed = 0;
 
 
