@@ -34,14 +34,14 @@ NAMES = [a.name for a in AXIOMS]
 def test_axiom_holds_on_reference(ax):
     """Deterministic seeds: never violated, and compared on well-shaped values at
     least once (a check that never meets its guard would test nothing)."""
-    outcomes = [check_axiom(ax, seed) for seed in range(6)]
+    outcomes = [check_axiom(ax, seed) for seed in range(4)]
     bad = [o.detail for o in outcomes if o.status == "violated"]
     assert not bad, f"{ax}: counterexample {bad[0]}"
     assert any(o.status == "held" for o in outcomes), f"{ax}: guard never met"
 
 
 @pytest.mark.parametrize("ax", AXIOMS, ids=NAMES)
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_axiom_random_shapes(ax, seed):
     o = check_axiom(ax, seed)
