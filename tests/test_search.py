@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from taso.optimizer import _search
 from taso.optimizer.check import EquivalenceError, check_equivalence
 from taso.optimizer.cost import get_cost_model
@@ -321,3 +323,48 @@ def test_every_model_builder_optimizes_and_passes_the_check(name):
     assert r.cost_after <= r.cost_before + 1e-9
     r.max_error = check_equivalence(g, r.graph)
     assert r.max_error < 1e-2
+
+
+# ---- random graphs: the core's shortcuts agree with building, rewrites are sound ----
+RELU_PAIR = Rule("relu-pair", [PNode("relu", ["x"]), PNode("relu", ["y"])],
+                 [PNode("concat", ["x", "y"], {"axis": 0}), PNode("relu", [(0, 0)]),
+                  PNode("split", [(1, 0)], {"axis": 0, "sizes": [{"dim": ["x", 0]},
+                                                                {"dim": ["y", 0]}]})],
+                 [((0, 0), (2, 0)), ((1, 0), (2, 1))])
+COMMUTE = Rule("commute", [PNode("ewadd", ["x", "y"])], [PNode("ewadd", ["y", "x"])],
+               [((0, 0), (0, 0))])
+RANDOM_RULES = [REASSOC, RELU_PAIR, COMMUTE, FUSION.by_id("fusion-merge-matmul-rank2"),
+                FUSION.by_id("fusion-matmul-relu")]
+
+
+@st.composite
+def random_graphs(draw):
+    g = taso.new_graph(seed=draw(st.integers(0, 3)))
+    ts = [g.new_input((4, 4), name=f"x{i}") for i in range(2)]
+    ts += [g.new_weight((4, 4), scale=0.5) for _ in range(2)]
+    for _ in range(draw(st.integers(2, 9))):
+        op = draw(st.sampled_from(["matmul", "relu", "tanh", "ewadd"]))
+        a = ts[draw(st.integers(0, len(ts) - 1))]
+        b = ts[draw(st.integers(0, len(ts) - 1))]
+        ts.append(g.matmul(a, b) if op == "matmul" else g.ewadd(a, b) if op == "ewadd"
+                  else getattr(g, op)(a))
+    g.mark_output(ts[-1])
+    if draw(st.booleans()):
+        g.mark_output(ts[draw(st.integers(4, len(ts) - 1))])
+    return g
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_graphs())
+def test_random_graphs_rewrite_soundly_and_hashes_agree(g):
+    e = engine(RANDOM_RULES)
+    cg = e.to_core(g)
+    for _, predicted, cycle, built in e.core.hash_checks(cg):
+        if cycle:
+            assert built is None
+        if predicted is not None and built is not None:
+            assert predicted == built
+    for _, ng in e.core.expand(cg):
+        assert_same(g, e.from_core(ng, g), tol=1e-3)
+    r = e.core.search(cg, budget=8)
+    assert_same(g, e.from_core(r["best"], g), tol=1e-3)

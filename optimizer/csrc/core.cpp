@@ -601,6 +601,23 @@ std::vector<std::pair<int, Graph>> Core::expand(const Graph& g) {
     return out;
 }
 
+std::vector<Core::HashCheck> Core::hash_checks(const Graph& g) {
+    std::vector<std::vector<int>> by_type, consumers;
+    index_graph(g, kinds.size(), by_type, consumers);
+    std::vector<HashCheck> out;
+    for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri)
+        for (const Match& m : matches(g, ri)) {
+            const auto& dst_attrs = oracle.check(ri, g, rules[ri], m);
+            if (!dst_attrs) continue;
+            HashCheck c;
+            c.rule = ri;
+            c.predicted = rewrite_hash(g, ri, m, *dst_attrs, consumers, c.cycle);
+            if (auto ng = apply(g, ri, m)) c.built = ng->hash;
+            out.push_back(c);
+        }
+    return out;
+}
+
 // ---- search -------------------------------------------------------------------------
 SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
     using clock = std::chrono::steady_clock;

@@ -183,6 +183,15 @@ public:
 
     SearchResult search(const Graph& g, const SearchOptions& opt);
 
+    // For tests: per applicable match, the hash rewrite_hash predicts (or the
+    // cycle it sees) against the hash of the graph actually built.
+    struct HashCheck {
+        int rule = 0;
+        std::optional<uint64_t> predicted, built;
+        bool cycle = false;
+    };
+    std::vector<HashCheck> hash_checks(const Graph& g);
+
     Oracle oracle;
     std::vector<int> kinds;
     // Work counters, for benchmarks: structural matches, matches that passed

@@ -144,6 +144,18 @@ NB_MODULE(_search, m) {
             nb::arg("graph"), nb::arg("rule"))
         .def("expand", &Core::expand, nb::arg("graph"))
         .def(
+            "hash_checks",
+            [](Core& c, const Graph& g) {
+                std::vector<std::tuple<int, std::optional<uint64_t>, bool, std::optional<uint64_t>>>
+                    out;
+                for (const auto& h : c.hash_checks(g))
+                    out.emplace_back(h.rule, h.predicted, h.cycle, h.built);
+                return out;
+            },
+            nb::arg("graph"),
+            "(rule, predicted hash | None, predicted cycle, built hash | None) per "
+            "applicable match")
+        .def(
             "search",
             [](Core& c, const Graph& g, int budget, double alpha, double max_ops_factor,
                double time_limit, nb::object progress, int progress_every) {
