@@ -279,8 +279,13 @@ def _attrs_match(op_name: str, pattern: dict, actual: dict, in_shapes, env, bind
     binds or must equal its binding; the rest are compared after the operator
     resolves symbolic values (e.g. "same" pads) for these input shapes."""
     op = OPS[op_name]
-    full = {k: pattern[k] if k in pattern else d for k, d in op.attrs.items()
-            if k in pattern or d is not None}
+    full, literal = _pattern(op_name, pattern)
+    for k, v in literal:  # the cheap rejections first
+        a = actual.get(k)
+        if not isinstance(a, str) and freeze(a) != v:
+            return False
+    if len(literal) == len(full) and not any(isinstance(actual.get(k), str) for k in full):
+        return True
     for k, pv in full.items():
         if not _bind(pv, actual.get(k), binds):
             return False
@@ -288,6 +293,29 @@ def _attrs_match(op_name: str, pattern: dict, actual: dict, in_shapes, env, bind
     want = op.resolve({**actual, **concrete}, in_shapes)
     have = op.resolve(dict(actual), in_shapes)
     return all(freeze(want[k]) == freeze(have[k]) for k in full)
+
+
+_PATTERNS: dict[tuple, tuple[dict, tuple]] = {}
+
+
+def _pattern(op_name: str, pattern: dict) -> tuple[dict, tuple]:
+    """A source pattern's attributes with defaults filled in, and those of them
+    that are plain values (no variable, shape reference or string), compared
+    as they are."""
+    key = (op_name, repr(pattern))
+    if key not in _PATTERNS:
+        op = OPS[op_name]
+        full = {k: pattern[k] if k in pattern else d for k, d in op.attrs.items()
+                if k in pattern or d is not None}
+        literal = tuple((k, freeze(v)) for k, v in full.items() if _plain(v))
+        _PATTERNS[key] = (full, literal)
+    return _PATTERNS[key]
+
+
+def _plain(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_plain(u) for u in v)
+    return not isinstance(v, (str, dict))
 
 
 def _bind(pv: Any, av: Any, binds: dict) -> bool:
