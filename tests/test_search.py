@@ -368,3 +368,22 @@ def test_random_graphs_rewrite_soundly_and_hashes_agree(g):
         assert_same(g, e.from_core(ng, g), tol=1e-3)
     r = e.core.search(cg, budget=8)
     assert_same(g, e.from_core(r["best"], g), tol=1e-3)
+
+
+def test_logging_follows_the_environment(monkeypatch):
+    import logging
+
+    from taso.optimizer.search import configure_logging
+
+    logger = logging.getLogger("taso")
+    old = logger.level
+    try:
+        monkeypatch.setenv("TASO_LOG_LEVEL", "warning")
+        monkeypatch.delenv("TASO_DEBUG", raising=False)
+        configure_logging()
+        assert logger.level == logging.WARNING
+        monkeypatch.setenv("TASO_DEBUG", "1")
+        configure_logging()
+        assert logger.level == logging.DEBUG
+    finally:
+        logger.setLevel(old)
