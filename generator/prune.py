@@ -11,6 +11,7 @@ Stages, each counted:
                   unrelated operators side by side;
   renaming        one rule per canonical form (variable renaming, node order,
                   direction; `taso.rules_db.canonical`), ranks merged;
+  instances       a rule that is another with two variables identified goes;
   float           confirmed on the float32 reference;
   general         the symbolic rule re-instantiated at the family's alternative
                   sizes still holds (where it type-checks there): no rule true
@@ -26,8 +27,10 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from taso.rules_db import Rule
+from taso.rules_db import PNode, Rule
 from taso.rules_db.canonical import canonical
+
+from taso.ops import OPS
 
 from .enumerate import Enumeration, Member, _context, init_worker
 from .executor import Executor, make_executor
@@ -41,6 +44,7 @@ class Stages:
     common_subgraph: int = 0  # left after the criterion
     implied: int = 0
     renaming: int = 0
+    instances: int = 0
     float: int = 0
     general: int = 0
 
@@ -48,6 +52,7 @@ class Stages:
         return [("raw pairs", self.raw), ("after common-subgraph", self.common_subgraph),
                 ("after implied-by-smaller", self.implied),
                 ("after variable renaming", self.renaming),
+                ("after instances of general rules", self.instances),
                 ("after float confirmation", self.float),
                 ("after other-size check (final)", self.general)]
 
@@ -261,16 +266,20 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
         kept[key] = (rule, src, dst, order)
         ranks[key] = [{x} for x in r]
     st.renaming = len(kept)
+    for key, (rule, _, _, order) in kept.items():
+        for v, rs in zip(order, ranks[key]):
+            rule.vars[v]["rank"] = next(iter(rs)) if len(rs) == 1 else None
     items = list(kept.items())
+    drop = instances([r for _, (r, _, _, _) in items], [k for k, _ in items], ex)
+    items = [it for i, it in enumerate(items) if i not in drop]
+    st.instances = len(items)
     checks = [c for res in ex.map(_check, _batches([(r, s, d) for _, (r, s, d, _) in items],
                                                    100)) for c in res]
     rules: list[Rule] = []
-    for (key, (rule, src, dst, order)), (ok, general) in zip(items, checks):
+    for (_, (rule, src, dst, _)), (ok, general) in zip(items, checks):
         st.float += ok
         if not general:
             continue
-        for v, rs in zip(order, ranks[key]):
-            rule.vars[v]["rank"] = next(iter(rs)) if len(rs) == 1 else None
         rule.id = f"gen-{len(rules):05d}"
         rule.provenance = {"generator": "taso-gen", "ops": [len(src.graph), len(dst.graph)],
                            "fingerprint": _class_id(src.sink_vals),
@@ -278,3 +287,76 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
         rules.append(rule)
     st.general = len(rules)
     return rules, st
+
+
+# ---- instances of more general rules ------------------------------------------------
+def merged(rule: Rule, a: str, b: str) -> Rule | None:
+    """The rule with variable `b` identified with `a` (identical nodes merged), or
+    None when that makes two outputs one."""
+    def side(nodes):
+        out: list[PNode] = []
+        seen: dict[tuple, int] = {}
+        remap: dict[tuple, tuple] = {}
+
+        def ref(r):
+            if isinstance(r, str):
+                return a if r == b else r
+            return remap[tuple(r)]
+
+        def attr(v):
+            if isinstance(v, dict) and "dim" in v:
+                return {"dim": (ref(v["dim"][0]), v["dim"][1])}
+            return tuple(attr(u) for u in v) if isinstance(v, tuple) else v
+
+        for i, n in enumerate(nodes):
+            ins = [ref(r) for r in n.inputs]
+            attrs = {k: attr(v) for k, v in n.attrs.items()}
+            key = (n.op, repr(ins), repr(sorted(attrs.items())))
+            j = seen.setdefault(key, len(out))
+            if j == len(out):
+                out.append(PNode(n.op, ins, attrs))
+            for o in range(OPS[n.op].num_outputs(attrs)):  # reads counts only
+                remap[(i, o)] = (j, o)
+        return out, ref
+
+    src, rs = side(rule.src)
+    dst, rd = side(rule.dst)
+    outs = [(rs(s), rd(d)) for s, d in rule.outputs]
+    if len({s for s, _ in outs}) < len(outs):
+        return None
+    return Rule(rule.id, src, dst, outs, {v: c for v, c in rule.vars.items() if v != b})
+
+
+def _merged_keys(batch: list[Rule]) -> list[list]:
+    """Worker: the canonical forms of each rule with two same-rank variables
+    identified."""
+    out = []
+    for r in batch:
+        names = r.variables()
+        keys = []
+        for x in range(len(names)):
+            for y in range(x + 1, len(names)):
+                ra, rb = r.vars[names[x]].get("rank"), r.vars[names[y]].get("rank")
+                if ra != rb:
+                    continue
+                m = merged(r, names[x], names[y])
+                if m is not None:
+                    keys.append(canonical(m)[0])
+        out.append(keys)
+    return out
+
+
+def instances(rules: list[Rule], keys: list, ex: Executor) -> set[int]:
+    """Indices of rules that are another rule with two variables identified: an
+    instance of a more general rule, which the optimizer applies just as well."""
+    index = {k: i for i, k in enumerate(keys)}
+    drop: set[int] = set()
+    merged_keys = [m for res in ex.map(_merged_keys, _batches(rules, 200)) for m in res]
+    ranks = [{c.get("rank") for c in r.vars.values()} for r in rules]
+    for i, ms in enumerate(merged_keys):
+        for k in ms:
+            j = index.get(k)
+            # Only where the general rule covers the instance's ranks too.
+            if j is not None and j != i and (ranks[i] == {None} or ranks[i] == ranks[j]):
+                drop.add(j)
+    return drop

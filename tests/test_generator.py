@@ -197,3 +197,20 @@ def test_cli_writes_a_rule_set(tmp_path, capsys):
     assert d["format"] == "taso-rules" and d["rules"]
     assert all(r["verification"] == {} for r in d["rules"])
     assert "pruning stage" in capsys.readouterr().out
+
+
+def test_instances_of_general_rules_are_dropped():
+    from taso.generator.executor import SerialExecutor
+    from taso.generator.prune import instances
+    from taso.rules_db.canonical import canonical
+
+    def assoc(a, b, c):
+        r = _rule([("ewadd", [a, b], {}), ("ewadd", [(0, 0), c], {})],
+                  [("ewadd", [b, c], {}), ("ewadd", [a, (0, 0)], {})], [((1, 0), (1, 0))])
+        r.vars = {v: {"rank": 2} for v in r.variables()}
+        return r
+    rules = [assoc("a", "b", "c"), assoc("a", "a", "c"), assoc("x", "y", "y")]
+    keys = [canonical(r)[0] for r in rules]
+    assert instances(rules, keys, SerialExecutor()) == {1, 2}
+    rules[0].vars["a"]["rank"] = 4  # a matrix-only instance of a 4-D rule is not one
+    assert 1 not in instances(rules[:2], keys[:2], SerialExecutor())
