@@ -122,6 +122,7 @@ class SearchReport:
     def to_json(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k not in ("graph", "extra")}
         d["ops_before"] = self.extra.get("ops_before")
+        d["core_counters"] = self.extra.get("core")
         d["ops_after"] = self.graph.num_ops()
         return d
 
@@ -157,7 +158,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
             cg = engine.to_core(pg)
             cb = None
             if progress is not None:
-                def cb(e, best, queued, k=k):
+                progress(k, len(graphs), 0, cg.cost)
+
+                def cb(e, best, queued, k=k):  # from inside the core's loop
                     progress(k, len(graphs), e, best)
             res = engine.core.search(cg, budget=budget, alpha=alpha, time_limit=time_limit,
                                      progress=cb, progress_every=50 if cb else 0)
@@ -183,7 +186,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         fold_seconds=t2 - t1, pieces=len(graphs),
         distinct_pieces=len(results),
         num_rules=len(engine.rules), cost_model=model.name,
-        extra={"ops_before": g.num_ops()})
+        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters)})
     return report
 
 
