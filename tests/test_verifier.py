@@ -94,6 +94,14 @@ def test_undecidable_rule_is_unknown_in_time():
     assert time.perf_counter() - start < 2 * 1.0 + 10  # the worker's deadline, with start-up
 
 
+def test_overrunning_worker_is_killed_and_replaced(taso_rules):
+    # a deadline shorter than any rule needs: every worker is killed, the run goes on
+    rules = [taso_rules.rules[0], taso_rules.rules[1]]
+    recs = verify_rules(rules, timeout=1.0, workers=1, grace=-1.95)
+    assert [r["status"] for r in recs] == ["unknown", "unknown"]
+    assert all(r["reason"].startswith("killed") for r in recs)
+
+
 def test_records_in_order_with_versions(taso_rules):
     rules = [taso_rules.rules[i] for i in (0, 23, 64)] + FALSE_RULES[:1]
     recs = verify_rules(rules, timeout=5, workers=2)

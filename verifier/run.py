@@ -48,6 +48,8 @@ def verify_rule(rule: Rule, timeout: float = 10.0) -> dict[str, Any]:
 
 
 def _serve(conn, timeout: float) -> None:
+    from .prove import encoding
+    encoding()  # compile the axioms once, before the first rule's clock starts
     while True:
         msg = conn.recv()
         if msg is None:
@@ -83,10 +85,13 @@ class _Worker:
 
 
 def verify_rules(rules: Sequence[Rule], timeout: float = 10.0, workers: int = 2,
-                 on_done: Callable[[int, dict], None] | None = None) -> list[dict[str, Any]]:
-    """Verification records for `rules`, in order, computed by `workers` processes."""
+                 on_done: Callable[[int, dict], None] | None = None,
+                 grace: float = GRACE) -> list[dict[str, Any]]:
+    """Verification records for `rules`, in order, computed by `workers` processes.
+    A worker still busy `2 * timeout + grace` seconds after it took a rule is
+    killed and the rule recorded unknown."""
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    deadline = 2 * timeout + GRACE  # proof, then refutation, each within `timeout`
+    deadline = 2 * timeout + grace  # proof, then refutation, each within `timeout`
     records: list[dict[str, Any] | None] = [None] * len(rules)
     todo = list(range(len(rules)))[::-1]
     pool = [_Worker(ctx, timeout) for _ in range(max(1, min(workers, len(rules))))]
