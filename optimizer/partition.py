@@ -11,7 +11,6 @@ counted: every piece reads them directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from taso.ir import Graph, Node
@@ -170,6 +169,3 @@ def piece_key(g: Graph) -> tuple:
     aside) get equal keys, so one search serves them all."""
     return (tuple((n.op, n.attrs, n.inputs) for n in g.topo_order()), tuple(g.outputs))
 
-
-def map_pieces(pieces: list[Piece], fn: Callable[[Graph], Graph]) -> list[Graph]:
-    return [fn(p.graph) for p in pieces]

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,8 +172,14 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                       len(graphs), cg.num_ops, res["initial_cost"], res["best"].cost,
                       res["expanded"], res["seconds"])
         res = results[key]
-        applied.update(engine.rules[i].id for i in res["applied"])
-        optimized.append(engine.from_core(res["best"], pg))
+        best = engine.from_core(res["best"], pg)
+        # A device that fuses can run a rewrite slower than its node costs say:
+        # keep it only if the model's whole-graph cost agrees (cost/measured.py).
+        if res["applied"] and model.graph_cost(best) >= model.graph_cost(pg):
+            best = pg
+        else:
+            applied.update(engine.rules[i].id for i in res["applied"])
+        optimized.append(best)
     out = join(g, pieces, optimized) if pieces else optimized[0]
     t1 = time.perf_counter()
     if fold:
@@ -197,6 +203,3 @@ def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None
     unverified, fold, time_limit (see `run_search`)."""
     return run_search(graph, alpha, budget, rules, cost_model, **options).graph
 
-
-def rule_ids(rules: Iterable[Rule]) -> list[str]:
-    return [r.id for r in rules]
