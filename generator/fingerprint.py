@@ -1,9 +1,12 @@
 """Exact fingerprints of tensors: each operator's modular-integer semantics (`Op.fp`)
-on the input family, under two independent random seeds.
+on the input family, under independent random draws ("streams") of the family.
 
-A value is interned by a 64-bit digest of its shape and both seeds' residues, so
-two graphs compute the same tensor exactly when their digests agree (up to a
-2^-64 hash collision on top of the fingerprint's own collision odds). Every
+A value is interned by a 64-bit digest of its shape and residues, so two graphs
+compute the same tensor exactly when their digests agree (up to a 2^-64 hash
+collision on top of the fingerprint's own collision odds). The enumeration keys
+classes by stream 0; the pruner re-checks every class of two or more graphs
+under stream 1, the second, independent seed, which costs a fraction of
+fingerprinting everything twice. Every
 operator application is memoized by (operator, attributes, input digests): a
 graph of round k is a representative of round k-1 plus one node, so its cost is
 one dictionary lookup or one operator call.
@@ -30,25 +33,27 @@ def digest(shape: Shape, arrays: tuple[np.ndarray, ...]) -> Digest:
     return int.from_bytes(h.digest(), "little")
 
 
-def family_values(family: tuple[Var, ...], seed: int) -> list[tuple[np.ndarray, ...]]:
-    """Each family tensor's residues under the two fingerprint seeds."""
+def family_values(family: tuple[Var, ...], seed: int, streams: tuple[int, ...] = (0,)
+                  ) -> list[tuple[np.ndarray, ...]]:
+    """Each family tensor's residues under each stream of the seed."""
     out = []
     for i, v in enumerate(family):
         out.append(tuple(np.random.default_rng([seed, s, i]).integers(0, P, v.shape,
                                                                       dtype=np.int64)
-                         for s in (0, 1)))
+                         for s in streams))
     return out
 
 
 class Evaluator:
     """Interned fingerprint values and the memo of operator applications."""
 
-    def __init__(self, family: tuple[Var, ...], seed: int = 0):
+    def __init__(self, family: tuple[Var, ...], seed: int = 0, streams: tuple[int, ...] = (0,)):
         self.values: dict[Digest, tuple[Shape, tuple[np.ndarray, ...]]] = {}
         self.memo: dict[tuple, tuple[Digest, ...] | None] = {}
         self.shape_memo: dict[tuple, tuple[Shape, ...] | None] = {}
         self.inputs: list[Digest] = []
-        for v, arrs in zip(family, family_values(family, seed)):
+        self.streams = streams
+        for v, arrs in zip(family, family_values(family, seed, streams)):
             self.inputs.append(self._intern(v.shape, arrs))
         self.calls = 0
 
@@ -83,10 +88,9 @@ class Evaluator:
             o = OPS[op]
             a: dict[str, Any] = dict(attrs)
             vals = [self.values[d][1] for d in ins]
-            per_seed = [_outputs(o.fp(a, *[v[s] for v in vals])) for s in (0, 1)]
-            out = tuple(self._intern(tuple(per_seed[0][k].shape),
-                                     (per_seed[0][k], per_seed[1][k]))
-                        for k in range(len(per_seed[0])))
+            per = [_outputs(o.fp(a, *[v[s] for v in vals])) for s in range(len(self.streams))]
+            out = tuple(self._intern(tuple(per[0][k].shape), tuple(p[k] for p in per))
+                        for k in range(len(per[0])))
             self.memo[key] = out
         return out
 

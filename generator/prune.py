@@ -1,7 +1,8 @@
 """From classes of equivalent graphs to a small set of rules.
 
 Stages, each counted:
-  raw             every pair of graphs in a class (a graph whose outputs are
+  raw             every pair of graphs in a class, its fingerprints checked
+                  again under the second seed (a graph whose outputs are
                   family tensors also pairs with those bare variables);
   common subgraph TASO's criterion: the two sides share an operator applied to
                   the same inputs (structurally), so a smaller rule does the work;
@@ -32,7 +33,7 @@ from taso.rules_db.canonical import canonical
 
 from taso.ops import OPS
 
-from .enumerate import Enumeration, Member, _context, init_worker
+from .enumerate import Enumeration, Member, _context, analyze, init_worker
 from .executor import Executor, make_executor
 from .fingerprint import Evaluator, digest, family_values
 from .rules import confirmed, float_inputs, holds_elsewhere, to_rule
@@ -40,6 +41,7 @@ from .rules import confirmed, float_inputs, holds_elsewhere, to_rule
 
 @dataclass
 class Stages:
+    split_by_second_seed: int = 0  # classes the second seed told apart
     raw: int = 0
     common_subgraph: int = 0  # left after the criterion
     implied: int = 0
@@ -173,15 +175,30 @@ def family_digests(enum: Enumeration) -> list[int]:
     return [digest(v.shape, arrs) for v, arrs in zip(fam, family_values(fam, enum.cfg.seed))]
 
 
+def second_seed(ms: list[Member], ev: Evaluator, n_in: int) -> list[list[Member]]:
+    """Split a class by the fingerprints under the second, independent seed."""
+    groups: dict[tuple, list[Member]] = {}
+    for m in ms:
+        vals = analyze(m.graph, ev).vals
+        key = tuple(sorted(zip(m.sink_vals, (vals[t] for t in m.sinks))))
+        groups.setdefault(key, []).append(m)
+    return [g for g in groups.values() if len(g) >= 2]
+
+
 def _pairs_of_classes(batch: list[list[Member]]) -> tuple[list[int], list[tuple]]:
     """Worker: the pairs of these classes through the cheap criteria, and the
     survivors' rules with their canonical forms."""
     cfg = _context()[0]
     n_in = len(cfg.family)
-    inputs, comm = _prune_context(cfg)
-    counts = [0, 0, 0]
+    inputs, comm, ev1 = _prune_context(cfg)
+    counts = [0, 0, 0, 0]
     out = []
-    for ms in batch:
+    groups = []
+    for c in batch:
+        g = second_seed(c, ev1, n_in)
+        counts[3] += len(g) != 1 or len(g[0]) != len(c)
+        groups += g
+    for ms in groups:
         infos = [_info(m, n_in) for m in ms]
         for j in range(1, len(infos)):
             for i in range(j):
@@ -213,12 +230,13 @@ def _check(batch: list[tuple[Rule, Member, Member]]) -> list[tuple[bool, bool]]:
 _PRUNE_CTX: dict[int, tuple] = {}
 
 
-def _prune_context(cfg) -> tuple[list[int], set]:
+def _prune_context(cfg) -> tuple[list[int], set, Evaluator]:
     key = id(cfg)
     if key not in _PRUNE_CTX:
         ev = Evaluator(cfg.family, cfg.seed)
         _PRUNE_CTX.clear()
-        _PRUNE_CTX[key] = (list(ev.inputs), commutative_ops(cfg))
+        _PRUNE_CTX[key] = (list(ev.inputs), commutative_ops(cfg),
+                           Evaluator(cfg.family, cfg.seed, streams=(1,)))
     return _PRUNE_CTX[key]
 
 
@@ -249,6 +267,7 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
         st.raw += counts[0]
         st.common_subgraph += counts[1]
         st.implied += counts[2]
+        st.split_by_second_seed += counts[3]
         found.extend(out)
     # Canonical dedup, smallest rules first (stable: enumeration order breaks
     # ties), so the kept form is the simplest.

@@ -214,3 +214,14 @@ def test_instances_of_general_rules_are_dropped():
     assert instances(rules, keys, SerialExecutor()) == {1, 2}
     rules[0].vars["a"]["rank"] = 4  # a matrix-only instance of a 4-D rule is not one
     assert 1 not in instances(rules[:2], keys[:2], SerialExecutor())
+
+
+def test_second_seed_splits_a_stream0_collision():
+    from taso.generator.prune import second_seed
+    ev1 = Evaluator(tuple(M), 0, streams=(1,))
+    tr = ("transpose", (("perm", (1, 0)),))
+    a = Member((("relu", (), (0,)),), (3,), (123,))
+    b = Member((("relu", (), (1,)),), (3,), (123,))  # pretend stream 0 collided
+    c = Member(((*tr, (0,)), (*tr, (3,)), ("relu", (), (4,))), (5,), (123,))
+    assert second_seed([a, b], ev1, 3) == []
+    assert second_seed([a, b, c], ev1, 3) == [[a, c]]
