@@ -67,6 +67,19 @@ def test_hand_written_rule_proved_with_its_axioms():
     assert {"conv-kernel-ewadd", "conv-relu-fusion"} <= set(res["axioms"])
 
 
+def test_sizes_counted_from_the_end():
+    # split(concat_1(x, y), sizes of x and y along axis -1) gives x and y back
+    sizes = [{"dim": ["x", -1]}, {"dim": ["y", -1]}]
+    r = rule("split-last", [("relu", ["x"], {}), ("relu", ["y"], {})],
+             [("concat", ["x", "y"], {"axis": 1}), ("relu", [(0, 0)], {}),
+              ("split", [(1, 0)], {"axis": 1, "sizes": sizes})],
+             outputs=[[[0, 0], [2, 0]], [[1, 0], [2, 1]]], x=2, y=2)
+    assert prove(r, timeout=10)["proved"]
+    wrong = [{"dim": ["x", -2]}, {"dim": ["y", -2]}]  # the other axis: not a proof
+    r.dst[2].attrs["sizes"] = tuple({"dim": (d["dim"][0], d["dim"][1])} for d in wrong)
+    assert not prove(r, timeout=5)["proved"]
+
+
 @pytest.mark.parametrize("r", FALSE_RULES, ids=[r.id for r in FALSE_RULES])
 def test_false_rules_refuted(r):
     assert not prove(r, timeout=3)["proved"]

@@ -221,7 +221,10 @@ def _lookup(env: dict, ref: Any) -> Any:
 def _pattern_attr(v: Any, env: dict) -> Any:
     if isinstance(v, dict) and "dim" in v:
         ref, axis = v["dim"]
-        return Dim(_lookup(env, ref), _pattern_attr(axis, env))
+        t, axis = _lookup(env, ref), _pattern_attr(axis, env)
+        if isinstance(axis, int) and axis < 0:  # counted from the end, as numpy does
+            axis = Arith("+", Rank(t), axis)
+        return Dim(t, axis)
     if isinstance(v, (list, tuple)):
         return tuple(_pattern_attr(u, env) for u in v)
     return v
