@@ -65,8 +65,7 @@ bool Oracle::node_ok(int rule, int pnode, const Graph& g, const Node& n) {
     return filter_memo_.emplace(h, filter_(rule, pnode, n.attr, shapes)).first->second;
 }
 
-const std::optional<std::vector<int>>& Oracle::check(int rule, const Graph& g, const Rule& r,
-                                                     const Match& m) {
+const std::optional<std::vector<int>>& Oracle::check(int rule, const Graph& g, const Match& m) {
     // The key: everything the semantic check may read.
     std::vector<int64_t> key{rule};
     for (int n : m.nodes) {
@@ -93,7 +92,6 @@ const std::optional<std::vector<int>>& Oracle::check(int rule, const Graph& g, c
         vshapes.push_back(g.nodes[v.node].out[v.idx]);
         vw.push_back(g.nodes[v.node].wonly);
     }
-    (void)r;
     return check_memo_.emplace(std::move(key), check_(rule, attrs, outs, vshapes, vw))
         .first->second;
 }
@@ -428,7 +426,7 @@ bool Core::mirrored(const Graph& g, int ri, const Match& m) {
         Match mm = m;
         std::swap(mm.nodes[sym.a], mm.nodes[sym.b]);
         for (size_t v = 0; v < m.vars.size(); ++v) mm.vars[sym.perm[v]] = m.vars[v];
-        if (oracle.check(ri, g, rules[ri], mm)) return true;
+        if (oracle.check(ri, g, mm)) return true;
     }
     return false;
 }
@@ -445,7 +443,7 @@ std::vector<Match> Core::matches(const Graph& g, int ri) {
 
 std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
     const Rule& r = rules[ri];
-    const auto& dst_attrs = oracle.check(ri, g, r, m);
+    const auto& dst_attrs = oracle.check(ri, g, m);
     if (!dst_attrs) return std::nullopt;
     ++n_applicable;
     std::vector<Node> raw = g.nodes;
@@ -607,7 +605,7 @@ std::vector<Core::HashCheck> Core::hash_checks(const Graph& g) {
     std::vector<HashCheck> out;
     for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri)
         for (const Match& m : matches(g, ri)) {
-            const auto& dst_attrs = oracle.check(ri, g, rules[ri], m);
+            const auto& dst_attrs = oracle.check(ri, g, m);
             if (!dst_attrs) continue;
             HashCheck c;
             c.rule = ri;
@@ -662,7 +660,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
             n_matches += found.size();
             for (Match& m : found) {
                 if (!internal_uses_ok(g, rules[ri], m, consumers)) continue;
-                const auto& dst_attrs = oracle.check(ri, g, rules[ri], m);
+                const auto& dst_attrs = oracle.check(ri, g, m);
                 if (!dst_attrs || mirrored(g, ri, m)) continue;
                 // Most rewrites reach a graph already seen: tell by hash, unbuilt.
                 // A graph that failed (bad shapes, too many operators) fails

@@ -118,8 +118,7 @@ public:
         : infer_(std::move(infer)), check_(std::move(check)), filter_(std::move(filter)) {}
     const NodeInfo& infer(int type, int attr, const std::vector<int>& shapes);
     bool node_ok(int rule, int pnode, const Graph& g, const Node& n);
-    const std::optional<std::vector<int>>& check(int rule, const Graph& g, const Rule& r,
-                                                 const Match& m);
+    const std::optional<std::vector<int>>& check(int rule, const Graph& g, const Match& m);
     size_t infer_calls = 0, check_calls = 0, filter_calls = 0;
 
 private:
