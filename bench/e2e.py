@@ -92,16 +92,17 @@ def check_same_outputs(ref: list[np.ndarray], got: list[np.ndarray], label: str)
     return worst
 
 
-def time_interleaved(runners: dict[str, Runner], rounds: int, per_round: int,
+def time_interleaved(runners: dict[str, Runner], rounds: int, round_ms: float,
                      threads: int) -> dict[str, float]:
-    """Median milliseconds per column; each round runs every column in turn, the
-    starting column rotating from round to round. Timed by the clock the cost
-    model uses (`clock_for`)."""
+    """Median milliseconds per column; each round runs every column in turn (as
+    many runs as fill about `round_ms`, at least one), the starting column
+    rotating from round to round. Timed by the clock the cost model uses
+    (`clock_for`)."""
     clock = clock_for(threads)
     names = list(runners)
     samples: dict[str, list[float]] = {n: [] for n in names}
-    for name in names:  # warm-up: first runs allocate and page in
-        time_runs(runners[name], warmup=2, repeats=1)
+    first = {n: time_runs(runners[n], warmup=2, repeats=1, clock=clock)[0] for n in names}
+    per_round = max(1, int(round_ms / max(max(first.values()), 1e-3)))
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             samples[name] += time_runs(runners[name], warmup=0, repeats=per_round,
@@ -135,7 +136,7 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
         runners[col] = Runner(sess, {n: feeds[n] for n in names})
     errors = {col: check_same_outputs(outputs["original"], outputs[col], f"{name}/{col}")
               for col in COLUMNS[1:]}
-    latency = time_interleaved(runners, args.rounds, args.per_round, args.threads)
+    latency = time_interleaved(runners, args.rounds, args.round_ms, args.threads)
 
     row: dict[str, Any] = {
         "model": name, "ops_before": graph.num_ops(), "ops_after": best.num_ops(),
@@ -220,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="rule set(s) to search with (default: the shipped ones)")
     p.add_argument("--unverified", action="store_true",
                    help="also use rules the verifier has not proved")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--per-round", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=21)
+    p.add_argument("--round-ms", type=float, default=50.0,
+                   help="runs of each column per round fill about this long (at least one)")
     p.add_argument("--small", action="store_true", help="the builders' small variants")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
@@ -234,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
               f"column, {args.threads} intra-op thread(s), {cpu_name()}; cost model "
               f"{cost_model.name} ({cost_model.device}); alpha {args.alpha}, budget "
               f"{args.budget}" + (", unverified rules too" if args.unverified else "")
-              + f"; median of {args.rounds} interleaved rounds, timed by "
+              + f"; median over {args.rounds} interleaved rounds of ≥{args.round_ms:g} ms "
+              "a column, timed by "
               + ("the thread's CPU time" if args.threads == 1 else "the wall clock")
               + ("; predictions against whole-model runs on the GPU." if args.cost_model == "cupy"
                  else "."))
