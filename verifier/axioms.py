@@ -34,6 +34,7 @@ from .terms import (
     Rank,
     Var,
     app,
+    apps,
     int_vars,
     mismatch,
     tensor_vars,
@@ -42,6 +43,8 @@ from .terms import (
 
 @dataclass(frozen=True)
 class Axiom:
+    """lhs `rel` rhs whenever every condition in `when` holds."""
+
     name: str
     statement: str
     lhs: Any
@@ -70,7 +73,6 @@ class Axiom:
         return tensor_vars([self.lhs, self.rhs, *self.when])
 
     def ops(self) -> set[str]:
-        from .terms import apps
         return {a.op for a in apps([self.lhs, self.rhs, *self.when])}
 
     def __str__(self) -> str:
@@ -609,7 +611,7 @@ def check_axiom(ax: Axiom, seed: int, budget: int = 3000) -> Outcome:
     for side in sides:
         terms = [*oks, *([side] if side is not None and not isinstance(side, Var) else [])]
         if side is None:
-            terms += [a for a in _apps(ax.lhs, ax.rhs)]
+            terms += apps([ax.lhs, ax.rhs])
         sol = solve(terms, cmps, ranks=ax.ranks, domains=DOMAINS, rng=rng, sizes=ax.sizes,
                     budget=budget)
         if sol is None:
@@ -635,11 +637,6 @@ def check_axiom(ax: Axiom, seed: int, budget: int = 3000) -> Outcome:
         if bad:
             return Outcome("violated", {**bad, "bottom": v})
     return Outcome(status)
-
-
-def _apps(*ts: Any) -> list[Any]:
-    from .terms import apps
-    return apps(ts)
 
 
 def _compare(ax: Axiom, shapes, ints, values, tensor_eq: bool) -> dict:

@@ -40,7 +40,19 @@ import z3
 
 from taso.ops import OPS
 
-from .terms import App, Arith, Cmp, Dim, IVar, Ok, Rank, Var, apps, rule_terms, tensor_vars
+from .terms import (
+    App,
+    Arith,
+    Dim,
+    IVar,
+    Ok,
+    Rank,
+    Var,
+    apps,
+    int_vars,
+    rule_terms,
+    tensor_vars,
+)
 
 _STRING_BASE = 2**62
 
@@ -154,7 +166,7 @@ class Encoding:
         for v in tensor_vars([*src_nodes, *dst_nodes, *src, *dst]):
             env[("t", v)] = z3.Const(v, self.T)
         for t in [*src_nodes, *dst_nodes]:
-            for name in _ivars(t):
+            for name in int_vars([t]):
                 env.setdefault(("i", name), z3.Int(name))
         hyps = [self.ok(self.expr(t, env)) for t in [*src_nodes, *dst_nodes]]
         hyps += [self.ok(env[k]) for k in env if k[0] == "t"]
@@ -165,11 +177,6 @@ class Encoding:
                               for s, d in zip(src, dst)]))
         ops = {a.op for a in apps([*src_nodes, *dst_nodes])}
         return hyps, goal, ops
-
-
-def _ivars(t: Any) -> list[str]:
-    from .terms import int_vars
-    return int_vars([t])
 
 
 def _consts(e: z3.ExprRef) -> set[str]:
@@ -186,5 +193,3 @@ def _consts(e: z3.ExprRef) -> set[str]:
         stack.extend(x.children())
     return out
 
-
-__all__ = ["Cmp", "Encoding"]

@@ -90,7 +90,8 @@ def verify_rules(rules: Sequence[Rule], timeout: float = 10.0, workers: int = 2,
     """Verification records for `rules`, in order, computed by `workers` processes.
     A worker still busy `2 * timeout + grace` seconds after it took a rule is
     killed and the rule recorded unknown."""
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    # fresh interpreters: no Z3 state shared with the parent, the same on every platform
+    ctx = mp.get_context("spawn")
     deadline = 2 * timeout + grace  # proof, then refutation, each within `timeout`
     records: list[dict[str, Any] | None] = [None] * len(rules)
     todo = list(range(len(rules)))[::-1]
