@@ -14,6 +14,7 @@ questions, each once per distinct key (the core memoizes the answers):
 
 from __future__ import annotations
 
+import itertools
 import logging
 import weakref
 from collections.abc import Iterable
@@ -191,7 +192,8 @@ class Engine:
         def side(nodes):
             return [(self.type_id[n.op], [ref(r) for r in n.inputs]) for n in nodes]
 
-        syms = [(a, b, [vidx[sigma[v]] for v in names]) for a, b, sigma in symmetries(rule)]
+        syms = [(perm, [vidx[sigma.get(v, v)] for v in names])
+                for perm, sigma in symmetries(rule)]
         self.core.add_rule(len(names), side(rule.src), side(rule.dst),
                            [(ref(s), ref(d)) for s, d in rule.outputs], syms)
         self.rules.append(rule)
@@ -234,31 +236,44 @@ class Engine:
         return g
 
 
-def symmetries(rule: Rule) -> list[tuple[int, int, dict[str, str]]]:
-    """Swaps of two source nodes that, with a renaming of variables, leave a
-    two-node source pattern unchanged (e.g. two convs sharing an input): a match
-    and its mirror then rewrite to mirror images, and the search needs one."""
-    if len(rule.src) != 2:
+def symmetries(rule: Rule) -> list[tuple[list[int], dict[str, str]]]:
+    """Permutations of the source nodes that, with a renaming of variables,
+    leave the source pattern, its constraints and its mapped outputs unchanged
+    (two convs sharing an input; two dense layers sharing one): a match and its
+    image then rewrite to mirror images, and the search needs one of them."""
+    src = rule.src
+    if len(src) > 5 or any(_has_dims(n.attrs) for n in src):
         return []
-    a, b = rule.src
-    if a.op != b.op or a.attrs != b.attrs or len(a.inputs) != len(b.inputs):
-        return []
-    sigma = {v: v for v in rule.variables()}
-    for x, y in zip(a.inputs, b.inputs):
-        if not (isinstance(x, str) and isinstance(y, str)):
-            return []
-        if x != y:
-            if sigma[x] not in (x, y) or sigma[y] not in (x, y):
-                return []
-            sigma[x], sigma[y] = y, x
-    if any(rule.vars.get(v, {}) != rule.vars.get(w, {}) for v, w in sigma.items()):
-        return []
-    mapped = {s for s, _ in rule.outputs}
-    if any(((0, k) in mapped) != ((1, k) in mapped) for k in range(4)):
-        return []
-    if _has_dims(a.attrs):  # attributes naming variables' shapes: not handled
-        return []
-    return [(0, 1, sigma)]
+    mapped = {tuple(s) for s, _ in rule.outputs}
+    out = []
+    for perm in itertools.permutations(range(len(src))):
+        if list(perm) == list(range(len(src))):
+            continue
+        sigma = _renaming(src, perm)
+        if sigma is None or sorted(sigma.values()) != sorted(sigma):
+            continue
+        if any(rule.vars.get(v, {}) != rule.vars.get(w, {}) for v, w in sigma.items()):
+            continue
+        if {(perm[p], k) for p, k in mapped} != mapped:
+            continue
+        out.append((list(perm), sigma))
+    return out
+
+
+def _renaming(src, perm) -> dict[str, str] | None:
+    """The variable renaming under which node i's image is node perm[i], if any."""
+    sigma: dict[str, str] = {}
+    for i, node in enumerate(src):
+        img = src[perm[i]]
+        if img.op != node.op or img.attrs != node.attrs or len(img.inputs) != len(node.inputs):
+            return None
+        for x, y in zip(node.inputs, img.inputs):
+            if isinstance(x, str) and isinstance(y, str):
+                if sigma.setdefault(x, y) != y:
+                    return None
+            elif isinstance(x, str) or isinstance(y, str) or (perm[x[0]], x[1]) != tuple(y):
+                return None
+    return sigma
 
 
 def _has_dims(v: Any) -> bool:

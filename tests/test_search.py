@@ -387,3 +387,15 @@ def test_logging_follows_the_environment(monkeypatch):
         assert logger.level == logging.DEBUG
     finally:
         logger.setLevel(old)
+
+
+def test_mirror_image_matches_are_used_once():
+    g = taso.new_graph()
+    x = g.new_input((2, 3, 8), name="x")
+    for _ in range(2):
+        g.mark_output(g.add(g.matmul(x, g.new_weight((8, 8))), g.new_weight((8,))))
+    e = engine([FUSION.by_id("fusion-merge-matmul-bias-rank3")])
+    cg = e.to_core(g)
+    assert len(e.core.matches(cg, 0)) == 2  # the match and its mirror image
+    (rule, merged), = e.core.expand(cg)
+    assert_same(g, e.from_core(merged, g))

@@ -422,10 +422,10 @@ bool internal_uses_ok(const Graph& g, const Rule& r, const Match& m,
 
 bool Core::mirrored(const Graph& g, int ri, const Match& m) {
     for (const auto& sym : rules[ri].symmetries) {
-        if (m.nodes[sym.a] < m.nodes[sym.b]) continue;
         Match mm = m;
-        std::swap(mm.nodes[sym.a], mm.nodes[sym.b]);
-        for (size_t v = 0; v < m.vars.size(); ++v) mm.vars[sym.perm[v]] = m.vars[v];
+        for (size_t i = 0; i < m.nodes.size(); ++i) mm.nodes[sym.nodes[i]] = m.nodes[i];
+        if (!(mm.nodes < m.nodes)) continue;
+        for (size_t v = 0; v < m.vars.size(); ++v) mm.vars[sym.vars[v]] = m.vars[v];
         if (oracle.check(ri, g, mm)) return true;
     }
     return false;

@@ -78,12 +78,12 @@ struct Rule {
     std::vector<Step> plan;
     // For each source pnode p: the (consumer pnode, input position, output) edges into p.
     std::vector<std::vector<std::array<int, 3>>> uses;
-    // Source symmetries: swapping pnodes a and b and renaming variable v to
-    // perm[v] gives the same pattern, so a match and its mirror rewrite to
-    // mirror-image graphs; only the one with nodes[a] < nodes[b] is used.
+    // Source symmetries: permuting the pnodes (pnode i -> nodes[i] to
+    // pnode perm[i]) and renaming variable v to vars[v] leaves the pattern
+    // unchanged, so a match and its image rewrite to mirror-image graphs; of a
+    // set of such matches only the lexicographically smallest is used.
     struct Symmetry {
-        int a, b;
-        std::vector<int> perm;
+        std::vector<int> nodes, vars;
     };
     std::vector<Symmetry> symmetries;
     std::vector<std::vector<int>> dst_deps;  // per output: variables its target reads

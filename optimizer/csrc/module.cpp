@@ -100,13 +100,12 @@ NB_MODULE(_search, m) {
             "add_rule",
             [](Core& c, int nvars, const std::vector<PNodeT>& src, const std::vector<PNodeT>& dst,
                const std::vector<std::pair<RefT, RefT>>& outputs,
-               const std::vector<std::tuple<int, int, std::vector<int>>>& symmetries) {
+               const std::vector<std::pair<std::vector<int>, std::vector<int>>>& symmetries) {
                 Rule r;
-                for (const auto& [a, b, perm] : symmetries) {
-                    if (a < 0 || b < 0 || a >= static_cast<int>(src.size()) ||
-                        b >= static_cast<int>(src.size()) || static_cast<int>(perm.size()) != nvars)
-                        throw std::invalid_argument("bad symmetry");
-                    r.symmetries.push_back({a, b, perm});
+                for (const auto& [nodes, vars] : symmetries) {
+                    if (nodes.size() != src.size() || static_cast<int>(vars.size()) != nvars)
+                        throw std::invalid_argument("a symmetry must permute all pnodes and vars");
+                    r.symmetries.push_back({nodes, vars});
                 }
                 r.nvars = nvars;
                 r.src = to_pnodes(src);
@@ -116,7 +115,7 @@ NB_MODULE(_search, m) {
                 return c.add_rule(std::move(r));
             },
             nb::arg("nvars"), nb::arg("src"), nb::arg("dst"), nb::arg("outputs"),
-            nb::arg("symmetries") = std::vector<std::tuple<int, int, std::vector<int>>>{},
+            nb::arg("symmetries") = std::vector<std::pair<std::vector<int>, std::vector<int>>>{},
             "Pattern inputs are (node, output): node >= 0 an earlier node of the side, "
             "node < 0 the variable -1 - node.")
         .def(
