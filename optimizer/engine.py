@@ -169,7 +169,10 @@ class Engine:
                 for k, s in enumerate(op.out_shapes(a, in_shapes)):
                     denv[(j, k)] = _Shaped(s)
                 ids.append(self.attr_id(pn.op, op.make_attrs(**a)))
-        except (ShapeError, KeyError, ValueError, TypeError, IndexError):
+        except ShapeError:
+            return None  # the target is not valid for these shapes
+        except (KeyError, ValueError, TypeError, IndexError) as e:
+            log.debug("rule %s cannot be instantiated here: %r", rule.id, e)
             return None
         if any(env[s].shape != denv[d].shape for s, d in rule.outputs):
             return None
