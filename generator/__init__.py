@@ -1,0 +1,12 @@
+"""taso.generator: enumerate small graphs, find equivalent ones by exact
+fingerprints, prune, and emit candidate rewrite rules (the `taso-gen` CLI).
+
+    from taso.generator import GenConfig, generate
+    rules, report = generate(GenConfig(max_ops=3), workers=2)
+    rules.save("rules.json")
+"""
+
+from .family import DEFAULT_OPS, GenConfig, Var, default_family
+from .generate import Report, generate
+
+__all__ = ["DEFAULT_OPS", "GenConfig", "Report", "Var", "default_family", "generate"]
