@@ -117,6 +117,7 @@ DOMAINS: dict[str, list[Any]] = {
     "k1": [(1, 1), (3, 3), (1, 3), (5, 5)], "k2": [(3, 3), (5, 5), (3, 5)],
     "sh": [(), (2,), (3, 3), (2, 2), (1, 3), (2, 2, 3, 3), (2, 1, 1, 3)],
     "e": [1e-5, 1e-3, 0.5], "G": [1, 2, 4], "h": [1, 2], "cnt": [1, 2],
+    "K": [1, 3, 5], "d0": [1, 2, 3], "d1": [1, 2, 3], "d2": [1, 3], "d3": [1, 3],
     "ic": [(1, 1, 1, 1), (2, 2, 3, 3), (3, 3, 1, 1), (2, 2, 1, 3)],
 }
 # the strictness axioms name their attribute variables after the attributes
@@ -290,9 +291,13 @@ axiom("concat-smul", "concat_a(x·s, y·s) = concat_a(x, y)·s",
       concat("?a", smul(x, s), smul(y, s)), smul(concat("?a", x, y), s), ranks=SCALARS)
 _lhs = concat("?a", concat("?b", x, y), concat("?b", z, u))
 _rhs = concat("?b", concat("?a", x, z), concat("?a", y, u))
+_axes = (ne("?a", "?b"), ge("?a", 0), ge("?b", 0))
 axiom("concat-interchange", "concat_a(concat_b(x, y), concat_b(z, u)) = "
-      "concat_b(concat_a(x, z), concat_a(y, u))  (a ≠ b, block matrices)",
-      _lhs, _rhs, ok(_lhs), ok(_rhs), ne("?a", "?b"), ge("?a", 0), ge("?b", 0))
+      "concat_b(concat_a(x, z), concat_a(y, u))  (a ≠ b, x and z equal along b)",
+      _lhs, _rhs, ok(_lhs), eq(dim(x, "?b"), dim(z, "?b")), *_axes, triggers=((_lhs,),))
+axiom("concat-interchange-rev", "concat_b(concat_a(x, z), concat_a(y, u)) = "
+      "concat_a(concat_b(x, y), concat_b(z, u))  (a ≠ b, x and y equal along a)",
+      _rhs, _lhs, ok(_rhs), eq(dim(x, "?a"), dim(y, "?a")), *_axes, triggers=((_rhs,),))
 axiom("concat-empty-left", "concat_a(x, y) = y  when x is empty along a",
       concat("?a", x, y), y, ok(concat("?a", x, y)), ge("?a", 0), eq(dim(x, "?a"), 0),
       sizes=(0, 1, 2))
@@ -370,10 +375,10 @@ axiom("conv-enlarge", "conv(x, enlarge(w)) = conv(x, w)  (same pads, stride 1)",
       conv(x, w, act="?act", **_same), ok(_l))
 _l = conv(x, app("const_iconv", shape="?ic"), g=1, **_same)
 axiom("conv-iconv", "conv(x, identity kernel) = x  (same pads, stride 1)", _l, x, ok(_l))
-_l = conv(x, app("const_pool", shape=("?c", 1, "?kh", "?kw")), d=(1, 1), g="?c")
+_l = conv(x, app("const_pool", shape=("?c", 1, "?kh", "?kw")), d=(1, 1))
 _r = avgpool(x, kernel=("?kh", "?kw"), count_include_pad=1)
 axiom("conv-pool", "depthwise conv with the averaging kernel = average pooling", _l, _r,
-      ok(_l), ok(_r))
+      ok(_l), ok(_r), eq("?g", "?c"))
 
 _l = conv(concat(1, x, x), w, act="?act", g=2)
 axiom("conv-duplicate-groups", "conv(concat_1(x, x), w; groups=2) = conv(x, w)", _l,
@@ -400,12 +405,32 @@ def enlarge(a, k="?k"):
     return app("enlarge", a, kernel=k)
 
 
+# The identity kernel used as an input: conv(I, w) only moves (flips, transposes,
+# zero-pads) the entries of w, so doing it twice restores w, enlarged.
+_I = app("const_iconv", shape=("?c", "?c", "?K", "?K"))
+_l = conv(_I, conv(_I, w, g=1, **_same), g=1, **_same)
+axiom("iconv-input-twice", "conv(I, conv(I, w)) = enlarge(w)  (I an identity kernel as input)",
+      _l, enlarge(w, ("?K", "?K")), ok(_l), ok(enlarge(w, ("?K", "?K"))))
+_l = conv(_I, relu(w), g=1, **_same)
+axiom("iconv-input-relu", "conv(I, relu(w)) = relu(conv(I, w))  (entries moved, none summed)",
+      _l, relu(conv(_I, w, g=1, **_same)), ok(_l))
+
+
+_l = enlarge(w, ("?kh", "?kw"))
+axiom("enlarge-identity", "enlarge(w, (kh, kw)) = w  when w is kh x kw already", _l, w, ok(_l),
+      eq(dim(w, 2), "?kh"), eq(dim(w, 3), "?kw"))
 axiom("enlarge-enlarge", "enlarge(enlarge(w, k1), k2) = enlarge(w, k2)",
       enlarge(enlarge(w, "?k1"), "?k2"), enlarge(w, "?k2"), ok(enlarge(enlarge(w, "?k1"), "?k2")))
 for _name, _f in (("ewadd", ewadd), ("ewmul", ewmul)):
     _l = enlarge(_f(w, u))
     axiom(f"enlarge-{_name}", f"enlarge({_name}(w, u)) = {_name}(enlarge(w), enlarge(u))  "
           "(zero padding)", _l, _f(enlarge(w), enlarge(u)), ok(_l))
+    _r = _f(enlarge(w), enlarge(u))
+    axiom(f"{_name}-enlarge", f"{_name}(enlarge(w), enlarge(u)) = enlarge({_name}(w, u))  "
+          "(w, u of one shape)", _r, enlarge(_f(w, u)), ok(_r),
+          *(eq(dim(w, i), dim(u, i)) for i in range(4)))
+axiom("relu-enlarge", "relu(enlarge(w)) = enlarge(relu(w))  (relu(0) = 0)", relu(enlarge(w)),
+      enlarge(relu(w)))
 axiom("enlarge-smul", "enlarge(w·s) = enlarge(w)·s", enlarge(smul(w, s)), smul(enlarge(w), s),
       ranks=SCALARS)
 _l = enlarge(concat("?a", w, u))
@@ -504,6 +529,9 @@ for _name, _f in (("ewadd", ewadd), ("ewmul", ewmul)):
           dim(x, "?i"), dim(y, "?i"), ok(_e),
           triggers=((_e, dim(x, "?i")), (_e, dim(y, "?i"))))
     axiom(f"{_name}-rank", f"rank({_name}(x, y)) = rank(x)", rank(_e), rank(x), ok(_e))
+    for _k in range(4):  # stated for the first axes as soon as the operation exists
+        axiom(f"{_name}-operands{_k}", f"dim(x, {_k}) = dim(y, {_k}) where {_name}(x, y) is "
+              "defined", dim(x, _k), dim(y, _k), ok(_e), triggers=((_e,),))
 _e = smul(x, s)
 axiom("smul-dim", "dim(x·s, i) = dim(x, i)", dim(_e, "?i"), dim(x, "?i"), ok(_e), ranks=SCALARS)
 axiom("smul-rank", "rank(x·s) = rank(x)", rank(_e), rank(x), ok(_e), ranks=SCALARS)
@@ -544,6 +572,10 @@ axiom("conv-dim1", "dim(conv(x, w), 1) = dim(w, 0)", dim(_e, 1), dim(w, 0), ok(_
 axiom("conv-channels", "dim(x, 1) = dim(w, 1) · groups where conv(x, w) is defined",
       dim(x, 1), Arith("*", dim(w, 1), iv("?g")), ok(_e), triggers=_on)
 axiom("conv-rank", "rank(conv(x, w)) = 4", rank(_e), 4, ok(_e))
+axiom("conv-groups-positive", "groups >= 1 where conv(x, w) is defined", iv("?g"), 1, ok(_e),
+      rel=">=", triggers=_on)
+axiom("conv-groups-divide", "groups divides the output channels where conv(x, w) is defined",
+      Arith("%", dim(w, 0), iv("?g")), 0, ok(_e), triggers=_on)
 _e = conv_bias(x, w, b, act="?act")
 _on = ((_e,),)
 axiom("conv-bias-dim0", "dim(conv_bias(x, w, b), 0) = dim(x, 0)", dim(_e, 0), dim(x, 0), ok(_e),
@@ -563,6 +595,14 @@ for _name, _e in (("maxpool", maxpool(x)), ("avgpool", avgpool(x)),
     axiom(f"{_name}-dim", f"dim({_name}(x), i) = dim(x, i)  (i = 0, 1)", dim(_e, "?i"),
           dim(x, "?i"), ok(_e), ge("?i", 0), ge(1, "?i"))
     axiom(f"{_name}-rank", f"rank({_name}(x)) = 4", rank(_e), 4, ok(_e))
+for _op, _r in (("const_one", 2), ("const_one", 4), ("const_iconv", 4), ("const_pool", 4),
+               ("const_imm", 2)):
+    _sh = tuple(f"?d{i}" for i in range(_r))
+    _e = app(_op, shape=_sh)
+    axiom(f"{_op}-rank{_r}", f"rank({_op}(shape of {_r} sizes)) = {_r}", rank(_e), _r, ok(_e))
+    for _i in range(_r):
+        axiom(f"{_op}-dim{_i}-rank{_r}", f"dim({_op}(shape=(d0, ...)), {_i}) = d{_i}",
+              dim(_e, _i), _sh[_i], ok(_e))
 # An operator applied to ⊥ is ⊥: a defined application has defined operands.
 _family = "strict"
 for _op in ("ewadd", "ewmul", "scalar_mul", "relu", "sigmoid", "tanh", "transpose", "matmul",

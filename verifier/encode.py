@@ -110,7 +110,7 @@ class Encoding:
             return self.rank(self.expr(t.t, env, lift))
         if isinstance(t, Arith):
             a, b = self.expr(t.a, env, lift), self.expr(t.b, env, lift)
-            return a + b if t.op == "+" else a * b
+            return a + b if t.op == "+" else a * b if t.op == "*" else a % b
         if isinstance(t, (bool, int)):
             return z3.IntVal(int(t))
         raise TypeError(f"cannot encode {t!r}")

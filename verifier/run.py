@@ -113,7 +113,7 @@ def verify_rules(rules: Sequence[Rule], timeout: float = 10.0, workers: int = 2,
                 w = next(w for w in busy if w.conn is conn)
                 try:
                     idx, rec = conn.recv()
-                except EOFError:  # the worker died: record, replace
+                except (EOFError, OSError):  # the worker died: record, replace
                     idx, rec = w.task, _killed(timeout, "worker died")
                     pool[pool.index(w)] = _Worker(ctx, timeout)
                 w.task = None

@@ -82,7 +82,7 @@ class Rank:
 
 @dataclass(frozen=True)
 class Arith:
-    op: str  # "+" or "*"
+    op: str  # "+", "*" or "%" (remainder, divisor positive)
     a: Any
     b: Any
 
@@ -276,7 +276,7 @@ class Evaluator:
             return -1 if s is None else len(s)
         if isinstance(e, Arith):
             a, b = self.int(e.a), self.int(e.b)
-            return a + b if e.op == "+" else a * b
+            return a + b if e.op == "+" else a * b if e.op == "*" else a % b
         raise TypeError(f"not an integer term: {e!r}")
 
     def holds(self, c: Any) -> bool:
