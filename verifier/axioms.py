@@ -411,6 +411,12 @@ _I = app("const_iconv", shape=("?c", "?c", "?K", "?K"))
 _l = conv(_I, conv(_I, w, g=1, **_same), g=1, **_same)
 axiom("iconv-input-twice", "conv(I, conv(I, w)) = enlarge(w)  (I an identity kernel as input)",
       _l, enlarge(w, ("?K", "?K")), ok(_l), ok(enlarge(w, ("?K", "?K"))))
+_l = ewmul(_I, conv(_I, w, g=1, **_same))
+_Iw = app("const_iconv", shape=("?d0", "?d1", "?d2", "?d3"))
+_r = enlarge(ewmul(w, _Iw), ("?K", "?K"))
+axiom("iconv-input-mask", "I * conv(I, w) = enlarge(w * I_w)  (I_w the identity kernel of w's "
+      "shape: the centre of w's diagonal)", _l, _r, ok(_l), ok(_r),
+      *(eq(dim(w, i), f"?d{i}") for i in range(4)), triggers=((_l, _Iw),))
 _l = conv(_I, relu(w), g=1, **_same)
 axiom("iconv-input-relu", "conv(I, relu(w)) = relu(conv(I, w))  (entries moved, none summed)",
       _l, relu(conv(_I, w, g=1, **_same)), ok(_l))
@@ -419,6 +425,15 @@ axiom("iconv-input-relu", "conv(I, relu(w)) = relu(conv(I, w))  (entries moved, 
 _l = enlarge(w, ("?kh", "?kw"))
 axiom("enlarge-identity", "enlarge(w, (kh, kw)) = w  when w is kh x kw already", _l, w, ok(_l),
       eq(dim(w, 2), "?kh"), eq(dim(w, 3), "?kw"))
+def minus(a, b):
+    return Arith("+", iv(a), Arith("*", -1, iv(b)))
+
+
+axiom("enlarge-defined", "enlarge(w, (kh, kw)) is defined for a 4-D w no larger than kh x kw "
+      "with sizes of kh's and kw's parity", _l, None, ok(w), eq(rank(w), 4),
+      ge(minus("?kh", dim(w, 2)), 0), ge(minus("?kw", dim(w, 3)), 0),
+      eq(Arith("%", minus("?kh", dim(w, 2)), 2), 0), eq(Arith("%", minus("?kw", dim(w, 3)), 2), 0),
+      rel="ok", triggers=((_l,),))
 axiom("enlarge-enlarge", "enlarge(enlarge(w, k1), k2) = enlarge(w, k2)",
       enlarge(enlarge(w, "?k1"), "?k2"), enlarge(w, "?k2"), ok(enlarge(enlarge(w, "?k1"), "?k2")))
 for _name, _f in (("ewadd", ewadd), ("ewmul", ewmul)):
