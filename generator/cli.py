@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated operators (default: TASO's generator set)")
     ap.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     ap.add_argument("--seed", type=int, default=0, help="fingerprint and float seed")
+    ap.add_argument("--spill-dir", default=None,
+                    help="keep enumerated graphs in bucket files here (default: in memory "
+                         "up to 3 operators, the temporary folder from 4)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
@@ -72,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown operator(s): {', '.join(unknown)}")
     cfg = GenConfig(max_ops=args.max_ops, ops=ops, seed=args.seed)
     progress = None if args.quiet or args.json else Progress(cfg.max_ops)
-    rules, rep = generate(cfg, workers=args.workers, progress=progress)
+    rules, rep = generate(cfg, workers=args.workers, progress=progress,
+                          spill_dir=args.spill_dir)
     rules.save(args.output)
     if args.json:
         print(json.dumps({"rules": len(rules), "graphs": rep.graphs,

@@ -28,6 +28,7 @@ from taso.ops import OPS
 from .executor import Executor, make_executor
 from .family import GenConfig, Instance, instances
 from .fingerprint import Digest, Evaluator
+from .store import ClassStore
 
 Node = tuple[str, tuple, tuple[int, ...]]
 GraphT = tuple[Node, ...]
@@ -55,7 +56,7 @@ class RoundStats:
 @dataclass
 class Enumeration:
     cfg: GenConfig
-    classes: dict[tuple[Digest, ...], list[Member]] = field(default_factory=dict)
+    classes: ClassStore = field(default_factory=ClassStore)
     rounds: list[RoundStats] = field(default_factory=list)
 
     @property
@@ -294,13 +295,13 @@ def _chunks(items: list, n: int) -> list[list]:
 
 
 def enumerate_graphs(cfg: GenConfig, executor: Executor | None = None,
-                     progress: Callable[[RoundStats, int, int], None] | None = None
-                     ) -> Enumeration:
+                     progress: Callable[[RoundStats, int, int], None] | None = None,
+                     store: ClassStore | None = None) -> Enumeration:
     """Run `cfg.max_ops` RepGen rounds; returns every graph grouped by the
-    fingerprints of its sinks."""
+    fingerprints of its sinks (in `store`, by default in memory)."""
     own = executor is None
     ex = executor or make_executor(1, init_worker, (cfg,))
-    result = Enumeration(cfg)
+    result = Enumeration(cfg, store if store is not None else ClassStore())
     reps: list[GraphT] = [()]
     try:
         for k in range(1, cfg.max_ops + 1):
@@ -318,7 +319,7 @@ def enumerate_graphs(cfg: GenConfig, executor: Executor | None = None,
                     seen.add(struct)
                     stats.graphs += 1
                     key = tuple(sorted(sink_vals))
-                    result.classes.setdefault(key, []).append(Member(g2, sinks, sink_vals, vals))
+                    result.classes.add(key, Member(g2, sinks, sink_vals, vals))
                     if not redundant and k < cfg.max_ops and ext not in next_reps:
                         next_reps[ext] = g2
                 done += len(batch_in)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from .enumerate import Enumeration, RoundStats, enumerate_graphs, init_worker
 from .executor import Executor, make_executor
 from .family import GenConfig
 from .prune import Stages, prune
+from .store import ClassStore
 
 
 @dataclass
@@ -27,18 +29,24 @@ class Report:
 
 
 def generate(cfg: GenConfig, workers: int | None = None, executor: Executor | None = None,
-             progress: Callable[[RoundStats, int, int], None] | None = None
-             ) -> tuple[RuleSet, Report]:
-    """Generate the rule set of `cfg` on `workers` local processes (or `executor`)."""
+             progress: Callable[[RoundStats, int, int], None] | None = None,
+             spill_dir: str | None = None) -> tuple[RuleSet, Report]:
+    """Generate the rule set of `cfg` on `workers` local processes (or `executor`).
+    Graphs wait for pruning in memory, or in bucket files under `spill_dir` (by
+    default the system's temporary folder from 4 operators up)."""
     own = executor is None
     ex = executor or make_executor(workers, init_worker, (cfg,))
+    if spill_dir is None and cfg.max_ops >= 4:
+        spill_dir = tempfile.gettempdir()
+    store = ClassStore(spill_dir)
     try:
         t0 = time.perf_counter()
-        enum: Enumeration = enumerate_graphs(cfg, ex, progress)
+        enum: Enumeration = enumerate_graphs(cfg, ex, progress, store)
         t1 = time.perf_counter()
         rules, stages = prune(enum, ex)
         t2 = time.perf_counter()
     finally:
+        store.close()
         if own:
             ex.close()
     rs = RuleSet(rules, name=f"taso-gen-n{cfg.max_ops}",

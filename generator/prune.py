@@ -157,11 +157,11 @@ def commutative_ops(cfg) -> set[tuple[str, tuple]]:
     return out
 
 
-def class_members(enum: Enumeration, inputs: list[int]) -> Iterator[list[Member]]:
+def class_members(classes, inputs: list[int]) -> Iterator[list[Member]]:
     """Each class with at least two members, smallest graphs first; a class whose
     outputs are family tensors includes those bare variables (a graph of no node)."""
     index = {d: i for i, d in enumerate(inputs)}
-    for key, members in enum.classes.items():
+    for key, members in classes:
         ms = list(members)
         if all(v in index for v in key):
             v0 = ms[0].sink_vals
@@ -261,14 +261,15 @@ def prune(enum: Enumeration, executor: Executor | None = None) -> tuple[list[Rul
 def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
     inputs = family_digests(enum)
     st = Stages()
-    classes = list(class_members(enum, inputs))
     found: list[tuple] = []
-    for counts, out in ex.map(_pairs_of_classes, _batches(classes, 200)):
-        st.raw += counts[0]
-        st.common_subgraph += counts[1]
-        st.implied += counts[2]
-        st.split_by_second_seed += counts[3]
-        found.extend(out)
+    for bucket in enum.classes.groups():  # one bucket in memory at a time
+        classes = list(class_members(bucket, inputs))
+        for counts, out in ex.map(_pairs_of_classes, _batches(classes, 200)):
+            st.raw += counts[0]
+            st.common_subgraph += counts[1]
+            st.implied += counts[2]
+            st.split_by_second_seed += counts[3]
+            found.extend(out)
     # Canonical dedup, smallest rules first (stable: enumeration order breaks
     # ties), so the kept form is the simplest.
     order_of = sorted(range(len(found)), key=lambda k: (

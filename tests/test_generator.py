@@ -225,3 +225,11 @@ def test_second_seed_splits_a_stream0_collision():
     c = Member(((*tr, (0,)), (*tr, (3,)), ("relu", (), (4,))), (5,), (123,))
     assert second_seed([a, b], ev1, 3) == []
     assert second_seed([a, b, c], ev1, 3) == [[a, c]]
+
+
+def test_spilled_classes_give_the_same_rules(tmp_path):
+    cfg = GenConfig(max_ops=2, ops=("ewadd", "matmul", "relu"), family=tuple(M[:3]))
+    mem, _ = generate(cfg, workers=1)
+    disk, _ = generate(cfg, workers=1, spill_dir=str(tmp_path))
+    assert _keys(mem) == _keys(disk) and len(mem) == len(disk)
+    assert list(tmp_path.iterdir()) == []  # bucket files removed
