@@ -80,6 +80,17 @@ def test_sizes_counted_from_the_end():
     assert not prove(r, timeout=5)["proved"]
 
 
+FUSION = ["fusion-conv-bias", "fusion-conv-batchnorm", "fusion-conv-bias-batchnorm",
+          "fusion-conv2d-relu", "fusion-merge-conv2d", "fusion-merge-conv2d-enlarge",
+          "fusion-merge-conv2d_bias", "fusion-merge-gconv-conv2d-4", "fusion-merge-matmul-rank3"]
+
+
+@pytest.mark.parametrize("rid", FUSION)
+def test_hand_written_fusion_rules_proved(rid):
+    res = prove(load(SHIPPED / "fusion.json").by_id(rid), timeout=10)
+    assert res["proved"], res
+
+
 @pytest.mark.parametrize("r", FALSE_RULES, ids=[r.id for r in FALSE_RULES])
 def test_false_rules_refuted(r):
     assert not prove(r, timeout=3)["proved"]
