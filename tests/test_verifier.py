@@ -67,6 +67,15 @@ def test_hand_written_rule_proved_with_its_axioms():
     assert {"conv-kernel-ewadd", "conv-relu-fusion"} <= set(res["axioms"])
 
 
+def test_vacuous_proof_is_flagged():
+    # conv needs a 4-D input, the rule says x is 2-D: no instance, proved vacuously
+    r = rule("vacuous", [("conv2d", ["x", "w"], {"pads": "same"})], [("relu", ["x"], {})],
+             x=2, w=4)
+    res = prove(r, timeout=5)
+    assert res["proved"] and res["vacuous"]
+    assert "vacuous" not in prove(load(TASO_PB).rules[0], timeout=5)
+
+
 def test_sizes_counted_from_the_end():
     # split(concat_1(x, y), sizes of x and y along axis -1) gives x and y back
     sizes = [{"dim": ["x", -1]}, {"dim": ["y", -1]}]

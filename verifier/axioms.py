@@ -587,6 +587,10 @@ axiom("conv-dim1", "dim(conv(x, w), 1) = dim(w, 0)", dim(_e, 1), dim(w, 0), ok(_
 axiom("conv-channels", "dim(x, 1) = dim(w, 1) · groups where conv(x, w) is defined",
       dim(x, 1), Arith("*", dim(w, 1), iv("?g")), ok(_e), triggers=_on)
 axiom("conv-rank", "rank(conv(x, w)) = 4", rank(_e), 4, ok(_e))
+axiom("conv-input-rank", "rank(x) = 4 where conv(x, w) is defined", rank(x), 4, ok(_e),
+      triggers=_on)
+axiom("conv-kernel-rank", "rank(w) = 4 where conv(x, w) is defined", rank(w), 4, ok(_e),
+      triggers=_on)
 axiom("conv-groups-positive", "groups >= 1 where conv(x, w) is defined", iv("?g"), 1, ok(_e),
       rel=">=", triggers=_on)
 axiom("conv-groups-divide", "groups divides the output channels where conv(x, w) is defined",

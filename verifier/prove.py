@@ -62,21 +62,27 @@ def relevant(ops: Iterable[str], axioms: Sequence[Axiom] = AXIOMS) -> list[Axiom
 
 def prove(rule, timeout: float = 10.0, axioms: Sequence[Axiom] = AXIOMS) -> dict[str, Any]:
     """Try to prove `rule`; returns {"proved": bool, "result": "unsat"|"sat"|"unknown",
-    "axioms": [names used], "seconds": float}."""
+    "axioms": [names used], "seconds": float}, and "vacuous": True when the proof
+    did not need the goal (no shapes make both sides well-shaped)."""
     start = time.perf_counter()
     enc = encoding()
     hyps, goal, ops = enc.rule(rule)
     s = z3.Solver()
     s.set("timeout", max(1, int(timeout * 1000)))
     s.add(*hyps)
-    s.add(goal)
+    s.assert_and_track(goal, z3.Bool("goal"))
     for ax in relevant(ops, axioms):
         s.assert_and_track(formula(ax), z3.Bool(f"ax:{ax.name}"))
     r = s.check()
-    used = sorted(str(c)[3:] for c in s.unsat_core()) if r == z3.unsat else []
-    return {"proved": r == z3.unsat, "result": str(r), "axioms": used,
-            "seconds": round(time.perf_counter() - start, 3),
-            "reason": s.reason_unknown() if r == z3.unknown else ""}
+    core = [str(c) for c in s.unsat_core()] if r == z3.unsat else []
+    out = {"proved": r == z3.unsat, "result": str(r),
+           "axioms": sorted(c[3:] for c in core if c.startswith("ax:")),
+           "seconds": round(time.perf_counter() - start, 3),
+           "reason": s.reason_unknown() if r == z3.unknown else ""}
+    if r == z3.unsat and "goal" not in core:
+        # both sides can never be well-shaped at once: true, but the rule never fires
+        out["vacuous"] = True
+    return out
 
 
 def implied(ax: Axiom, timeout: float = 2.0, axioms: Sequence[Axiom] = AXIOMS) -> bool:

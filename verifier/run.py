@@ -34,6 +34,8 @@ def verify_rule(rule: Rule, timeout: float = 10.0) -> dict[str, Any]:
         p = {"proved": False, "result": "error", "reason": f"{type(e).__name__}: {e}"}
     if p["proved"]:
         rec.update(status="proved", axioms=p["axioms"])
+        if p.get("vacuous"):
+            rec["vacuous"] = True
     else:
         try:
             cex = refute(rule, time_limit=timeout)
