@@ -160,6 +160,17 @@ def test_cli_writes_records_and_json(tmp_path, taso_rules, capsys):
     assert "proved" in capsys.readouterr().out
 
 
+def test_axiom_report(taso_rules):
+    from taso.verifier.report import axiom_report, format_axiom_report
+    rules = [taso_rules.rules[i] for i in (0, 22)]
+    for r, rec in zip(rules, verify_rules(rules, timeout=5, workers=1)):
+        r.verification = rec
+    rep = axiom_report(rules, workers=1, check=["ewadd-operands", "ewadd-comm"])
+    assert rep["uses"]["matmul-assoc"] >= 1 and "conv-iconv" in rep["unused"]
+    assert rep["implied"] == ["ewadd-operands"]  # ewadd-dim says as much; commutativity is new
+    assert "implied by the others" in format_axiom_report(rep)
+
+
 @pytest.mark.slow
 def test_all_taso_rules_proved_within_timeout():
     rules = load(TASO_PB).rules

@@ -51,7 +51,7 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
 
     seen: dict[Shape, None] = {}  # shapes of sub-terms computed so far: candidates too
 
-    def consistent(assigned: set[str]) -> bool:
+    def consistent(assigned: set[tuple[str, str]]) -> bool:
         ev = Evaluator(shapes, ints)
         for c, vs in checks:
             if vs <= assigned:
@@ -67,7 +67,7 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
             return [vals[i] for i in rng.permutation(len(vals))]
         return _shape_candidates(ranks.get(v), [*shapes.values(), *seen], sizes, rng)
 
-    def search(k: int, assigned: set[str]) -> bool:
+    def search(k: int, assigned: set[tuple[str, str]]) -> bool:
         if k == len(order):
             return True
         kind, v = order[k]
