@@ -8,7 +8,7 @@ import pytest
 from taso.rules_db import SHIPPED, Rule, RuleSet, load
 from taso.verifier.cli import main
 from taso.verifier.prove import prove
-from taso.verifier.refute import refute
+from taso.verifier.refute import refute, replay
 from taso.verifier.run import verify_rule, verify_rules
 
 TASO_PB = SHIPPED / "reference" / "graph_subst.pb"
@@ -108,6 +108,9 @@ def test_false_rules_refuted(r):
     cex = rec["counterexample"]
     assert set(cex["shapes"]) == set(r.variables())
     assert "max_diff" in cex or cex["src_shape"] != cex["dst_shape"]
+    again = replay(Rule.from_json(json.loads(json.dumps(r.to_json()))),
+                   json.loads(json.dumps(cex)))  # through JSON, as stored
+    assert again is not None and again["output"] == cex["output"]
 
 
 def test_true_rule_is_not_refuted(taso_rules):
