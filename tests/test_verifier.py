@@ -180,3 +180,10 @@ def test_all_taso_rules_proved_within_timeout():
     recs = verify_rules(rules, timeout=10, workers=2)
     assert [r["status"] for r in recs] == ["proved"] * len(rules)
     assert max(r["seconds"] for r in recs) < 10
+
+
+@pytest.mark.slow
+def test_proved_rules_survive_the_numeric_check():
+    # a proof from a false axiom would show up here as a counterexample
+    for r in load(TASO_PB).rules:
+        assert refute(r, seeds=6) is None, r.id
