@@ -87,7 +87,8 @@ def test_console_script_on_a_model_builder(tmp_path):
     out = tmp_path / "opt.onnx"
     p = subprocess.run([sys.executable, "-m", "taso.optimizer.cli", str(src), "-o", str(out),
                         "--rules", FUSION, "--unverified", "--budget", "10", "--json",
-                        "--no-partition"], capture_output=True, text=True, timeout=300)
+                        "--no-partition"], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)  # not the checkout: its bare taso/ would shadow the install
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["pieces"] == 1 and out.exists()
