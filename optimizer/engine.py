@@ -148,6 +148,10 @@ class Engine:
             if c.get("rank") is not None and len(shape) != c["rank"]:
                 return None
             env[v] = _Shaped(shape)
+        for v, a, u, b in rule.same_dims():
+            sv, su = env[v].shape, env[u].shape
+            if a >= len(sv) or b >= len(su) or sv[a] != su[b]:
+                return None
         for i, o in enumerate(outs):
             for k, s in enumerate(o):
                 env[(i, k)] = _Shaped(self.shapes[s])
@@ -255,12 +259,21 @@ def symmetries(rule: Rule) -> list[tuple[list[int], dict[str, str]]]:
         sigma = _renaming(src, perm)
         if sigma is None or sorted(sigma.values()) != sorted(sigma):
             continue
-        if any(rule.vars.get(v, {}) != rule.vars.get(w, {}) for v, w in sigma.items()):
+        if any(_renamed(rule.vars.get(v, {}), sigma) != rule.vars.get(w, {})
+               for v, w in sigma.items()):
             continue
         if {(perm[p], k) for p, k in mapped} != mapped:
             continue
         out.append((list(perm), sigma))
     return out
+
+
+def _renamed(constraints: dict, sigma: dict[str, str]) -> dict:
+    """A variable's constraints with the variables they name renamed by sigma."""
+    if "same_dim" not in constraints:
+        return constraints
+    return {**constraints,
+            "same_dim": [[a, sigma.get(u, u), b] for a, u, b in constraints["same_dim"]]}
 
 
 def _renaming(src, perm) -> dict[str, str] | None:

@@ -132,8 +132,10 @@ def merge_rules() -> list[Rule]:
              PNode("split", [(3, 0)], {"axis": rank - 1,
                                        "sizes": [_dim("w1", 1), _dim("w2", 1)]})],
             [[(1, 0), (4, 0)], [(3, 0), (4, 1)]],
-            x={"rank": rank}, w1={"rank": 2}, w2={"rank": 2}, b1={"rank": 1},
-            b2={"rank": 1}))
+            x={"rank": rank}, w1={"rank": 2}, w2={"rank": 2},
+            # a bias as long as its layer is wide (a broadcast one would not split)
+            b1={"rank": 1, "same_dim": [[0, "w1", 1]]},
+            b2={"rank": 1, "same_dim": [[0, "w2", 1]]}))
     return rules
 
 

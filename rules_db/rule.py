@@ -11,8 +11,10 @@ Attribute values in patterns are either concrete, or symbolic:
   {"dim": [ref, axis]}     the size of a tensor's dimension on the same side
                            (ref as in inputs), e.g. split sizes after a concat;
   "same" / "valid"         padding modes, resolved by the operator (conv, pool).
-Variables carry constraints: "rank" (int or null) and "weight" (true: must be
-weight-only, i.e. computable before the model runs).
+Variables carry constraints: "rank" (int or null), "weight" (true: must be
+weight-only, i.e. computable before the model runs) and "same_dim" (a list of
+[axis, other variable, other axis]: those two sizes are equal), e.g. that two
+kernels merged into one grouped conv have as many output channels each.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ class Rule:
                 if isinstance(r, str) and r not in seen:
                     seen.append(r)
         return seen
+
+    def same_dims(self) -> list[tuple[str, int, str, int]]:
+        """The "same_dim" constraints as (variable, axis, other variable, other axis)."""
+        return [(v, a, u, b) for v, c in self.vars.items() for a, u, b in c.get("same_dim", ())]
 
     def reversed(self) -> Rule:
         return Rule(self.id + "-rev", self.dst, self.src, [(d, s) for s, d in self.outputs],

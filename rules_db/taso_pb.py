@@ -8,6 +8,7 @@ Parameter{key=1, value=2}; MapOutput{srcOpId=1, dstOpId=2, srcTsId=3, dstTsId=4}
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from .rule import PNode, Rule, RuleSet
@@ -88,8 +89,6 @@ def _side(ops: list[bytes], rank: dict[str, int]) -> list[PNode]:
         if op == "conv2d":
             attrs = {"strides": (p.get("stride_h", 1), p.get("stride_w", 1)),
                      "pads": _PAD[p.get("pad", 0)], "activation": _ACTI[p.get("acti", 0)]}
-            if p.get("group", 1) != 1:
-                attrs["groups"] = p["group"]
             for r in refs:
                 _set_rank(rank, r, 4)
         elif op == "matmul":
@@ -110,6 +109,76 @@ def _side(ops: list[bytes], rank: dict[str, int]) -> list[PNode]:
     return nodes
 
 
+_SAME_SHAPE = ("relu", "sigmoid", "tanh", "ewadd", "ewmul", "scalar_mul")
+
+
+class _Channels:
+    """TASO infers a conv's groups from shapes (input channels / kernel channels);
+    the file stores none. Channel counts are tracked as multisets of symbols, one
+    per variable axis, with the source side's convs (ungrouped: input channels =
+    kernel channels) identifying symbols; a target conv then has as many groups as
+    its kernel's channel symbol occurs in its input's channels."""
+
+    def __init__(self) -> None:
+        self.parent: dict = {}
+
+    def find(self, s):
+        while self.parent.get(s, s) != s:
+            s = self.parent[s]
+        return s
+
+    def dims(self, nodes: list[PNode], ref, axis: int) -> Counter:
+        if isinstance(ref, str):
+            return Counter([self.find((ref, axis))])
+        n = nodes[ref[0]]
+        if n.op == "concat":
+            parts = [self.dims(nodes, r, axis) for r in n.inputs]
+            if n.attrs["axis"] == axis:
+                return sum(parts, Counter())
+            if all(p.total() == 1 for p in parts):  # the other axes agree
+                for p in parts[1:]:
+                    self.parent[self.find(next(iter(p)))] = self.find(next(iter(parts[0])))
+            return parts[0]
+        if n.op == "conv2d":  # output channels from the kernel, batch from the input
+            return self.dims(nodes, n.inputs[1] if axis == 1 else n.inputs[0], 0)
+        if n.op in _SAME_SHAPE:
+            return self.dims(nodes, n.inputs[0], axis)
+        return Counter([(id(n), axis)])  # a size this reader does not trace
+
+    def groups(self, nodes: list[PNode], conv: PNode, source: bool) -> int:
+        k = self.dims(nodes, conv.inputs[1], 1)
+        x = self.dims(nodes, conv.inputs[0], 1)
+        k = Counter({self.find(s): c for s, c in k.items()})
+        x = Counter({self.find(s): c for s, c in x.items()})
+        if source:  # ungrouped: one input-channel symbol equals one kernel-channel symbol
+            if len(x) == 1 and len(k) == 1 and x.total() == k.total() == 1:
+                self.parent[next(iter(k))] = next(iter(x))  # already roots
+            return 1
+        if len(k) == 1 and k.total() == 1 and set(x) == set(k):
+            return x.total()
+        return 1  # channels not tied to the kernel's by the source side: TASO's default
+
+
+def _infer_groups(src: list[PNode], dst: list[PNode], vars_: dict[str, dict]) -> None:
+    """Set the groups TASO would infer on each target conv. A grouped conv over
+    kernels concatenated on axis 0 splits its output channels evenly, so those
+    kernels must have as many output channels each: a same_dim constraint (TASO
+    leaves it implicit, and its rule is false without it)."""
+    ch = _Channels()
+    for side, source in ((src, True), (dst, False)):
+        for n in side:
+            if n.op == "conv2d":
+                g = ch.groups(side, n, source)
+                if g == 1:
+                    continue
+                n.attrs["groups"] = g
+                k = n.inputs[1]
+                parts = side[k[0]].inputs if not isinstance(k, str) else [k]
+                for p in parts[1:]:
+                    if isinstance(p, str) and isinstance(parts[0], str):
+                        vars_[p].setdefault("same_dim", []).append([0, parts[0], 0])
+
+
 def _set_rank(rank: dict[str, int], r, n) -> None:
     if isinstance(r, str) and n:
         rank[r] = n
@@ -123,7 +192,7 @@ def _split_sizes(nodes: list[PNode], ref, axis: int):
         n = nodes[ref[0]]
         if n.op == "concat" and n.attrs["axis"] == axis:
             return tuple({"dim": (r, axis)} for r in n.inputs)
-        if n.op in ("relu", "sigmoid", "tanh", "ewadd", "ewmul", "scalar_mul"):
+        if n.op in _SAME_SHAPE:
             ref = n.inputs[0]
         elif n.op == "matmul":  # rows come from the left operand, columns from the right
             ref = n.inputs[0] if axis == 0 else n.inputs[1]
@@ -151,5 +220,6 @@ def read_taso_pb(path: str | Path) -> RuleSet:
         rule = Rule(f"taso-{idx:03d}", src, dst, outputs, provenance={"source": "TASO",
                                                                        "index": idx})
         rule.vars = {v: {"rank": rank.get(v)} for v in rule.variables()}
+        _infer_groups(src, dst, rule.vars)
         rules.append(rule)
     return RuleSet(rules, name="taso-graph_subst", provenance={"file": Path(path).name})

@@ -8,6 +8,8 @@ from taso.verifier.axioms import (
     AXIOMS,
     Axiom,
     app,
+    b,
+    b2,
     check_axiom,
     concat,
     conv,
@@ -69,6 +71,9 @@ FALSE = [
     _false("split-any-sizes", split(concat(0, x, y), 0, ("?s1", "?s2"), 0), x,
            ok(split(concat(0, x, y), 0, ("?s1", "?s2"), 0))),
     _false("transpose-involution-unguarded", transpose(transpose(x)), x),
+    _false("add-bias-concat-any-lengths", app("add", concat(1, x, y), concat(0, b, b2)),
+           concat(1, app("add", x, b), app("add", y, b2)),
+           ok(app("add", concat(1, x, y), concat(0, b, b2)))),
 ]
 
 

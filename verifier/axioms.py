@@ -531,6 +531,14 @@ axiom("mul-assoc", "mul(mul(x, y), z) = mul(x, mul(y, z))", app("mul", app("mul"
 axiom("mul-add-distrib", "mul(add(x, y), z) = add(mul(x, z), mul(y, z))",
       app("mul", app("add", x, y), z), app("add", app("mul", x, z), app("mul", y, z)))
 
+for _r in (2, 3):  # a dense layer's bias, broadcast over the last axis, follows the concat
+    _l = app("add", concat(_r - 1, x, y), concat(0, b, b2))
+    axiom(f"add-bias-concat-{_r}d", f"add(concat_{_r - 1}(x, y), concat_0(b, b2)) = "
+          f"concat_{_r - 1}(add(x, b), add(y, b2))  (x, y {_r}-D; b, b2 as long as their last "
+          "axes)",
+          _l, concat(_r - 1, app("add", x, b), app("add", y, b2)), ok(_l), eq(rank(x), _r),
+          eq(rank(b), 1), eq(dim(b, 0), dim(x, _r - 1)), eq(dim(b2, 0), dim(y, _r - 1)))
+
 # ---- shapes: what each operator's shape rule says about dim() and rank() ----------------------
 _family = "shape"
 for _a in ACTS:
@@ -580,6 +588,14 @@ for _r in (3, 4):
     axiom(f"matmul-dim-last-{_r}d", f"dim(x y, {_r - 1}) = dim(y, 1)  (x {_r}-D, y 2-D)",
           dim(_e, _r - 1), dim(y, 1), *_nd, triggers=((_e,),))
     axiom(f"matmul-rank-{_r}d", f"rank(x y) = {_r}  (x {_r}-D, y 2-D)", rank(_e), _r, *_nd)
+for _r in (2, 3):  # a vector added along the last axis (a dense layer's bias)
+    _e = app("add", x, b)
+    _bias = (ok(_e), eq(rank(x), _r), eq(rank(b), 1), eq(dim(b, 0), dim(x, _r - 1)))
+    axiom(f"add-bias-dim-{_r}d", f"dim(add(x, b), i) = dim(x, i)  (x {_r}-D, b as long as "
+          "its last axis)", dim(_e, "?i"), dim(x, "?i"), *_bias, ge("?i", 0), ge(_r - 1, "?i"),
+          triggers=((dim(_e, "?i"),),))
+    axiom(f"add-bias-rank-{_r}d", f"rank(add(x, b)) = {_r}  (x {_r}-D, b as long as its last "
+          "axis)", rank(_e), _r, *_bias)
 _e = conv(x, w, act="?act")
 _on = ((_e,),)
 axiom("conv-dim0", "dim(conv(x, w), 0) = dim(x, 0)", dim(_e, 0), dim(x, 0), ok(_e), triggers=_on)

@@ -50,6 +50,7 @@ from .terms import (
     Var,
     apps,
     int_vars,
+    rule_conditions,
     rule_terms,
     tensor_vars,
 )
@@ -173,6 +174,7 @@ class Encoding:
         for v, c in rule.vars.items():
             if c.get("rank") is not None and ("t", v) in env:
                 hyps.append(self.rank(env[("t", v)]) == int(c["rank"]))
+        hyps += [self.cond(c, env) for c in rule_conditions(rule)]
         goal = z3.Not(z3.And([self.expr(s, env) == self.expr(d, env)
                               for s, d in zip(src, dst)]))
         ops = {a.op for a in apps([*src_nodes, *dst_nodes])}

@@ -21,7 +21,7 @@ from taso.ops.base import freeze
 
 from .axioms import DOMAINS
 from .shapes import solve
-from .terms import App, IVar, mismatch, rule_terms
+from .terms import App, IVar, mismatch, rule_conditions, rule_terms
 
 
 def attribute_domains(rule) -> dict[str, list[Any]]:
@@ -52,7 +52,8 @@ def refute(rule, seeds: int = 12, time_limit: float = 10.0) -> dict[str, Any] | 
             break
         rng = np.random.default_rng(seed)
         try:
-            sol = solve([*src_nodes, *dst_nodes], (), ranks, domains, rng, sorted(sizes))
+            sol = solve([*src_nodes, *dst_nodes], rule_conditions(rule), ranks, domains, rng,
+                        sorted(sizes))
         except KeyError:  # an attribute variable with no known values
             return None
         if sol is None:

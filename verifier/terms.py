@@ -212,6 +212,11 @@ def rule_terms(rule) -> tuple[list[App | Var], list[App | Var], list[App], list[
     return src, dst, sides["src"][1], sides["dst"][1]
 
 
+def rule_conditions(rule) -> list[Cmp]:
+    """A rule's constraints between variable sizes, as conditions."""
+    return [Cmp("==", Dim(Var(v), a), Dim(Var(u), b)) for v, a, u, b in rule.same_dims()]
+
+
 def _lookup(env: dict, ref: Any) -> Any:
     if isinstance(ref, str):
         return Var(ref)
