@@ -28,18 +28,13 @@ from taso.models import ALL
 
 TENSAT_SECONDS = {"bert_base": 1.4, "resnext50": 0.7, "nasnet_a": 10.6, "inception_v3": 5.1,
                   "squeezenet": 0.3, "nasrnn": 0.5}
-TASO_RULES = Path("/work/shared/reference/taso/graph_subst.pb")
 
 
-def default_rules() -> list[Path]:
-    rules = sorted(SHIPPED.glob("*.json"))
-    return ([TASO_RULES] if TASO_RULES.exists() else []) + rules
-
-
-def bench_model(name: str, small: bool, budget: int, rules, check: bool) -> dict:
+def bench_model(name: str, small: bool, budget: int, rules, check: bool,
+                unverified: bool = False) -> dict:
     g = ALL[name](small=small)
     cpu0 = time.process_time()
-    r = run_search(g, budget=budget, rules=rules, unverified=True)
+    r = run_search(g, budget=budget, rules=rules, unverified=unverified)
     cpu = time.process_time() - cpu0
     row = {"model": name, "ops_before": g.num_ops(), "ops_after": r.graph.num_ops(),
            "cost_before": r.cost_before, "cost_after": r.cost_after,
@@ -62,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small", action="store_true", help="the builders' small variants")
     p.add_argument("--budget", type=int, default=1000)
     p.add_argument("--models", default=",".join(ALL))
-    p.add_argument("--rules", action="append", default=None)
+    p.add_argument("--rules", action="append", default=None,
+                   help="rule set files (default: the proved rules of rules_db/*.json)")
+    p.add_argument("--unverified", action="store_true", help="unproved rules too")
     p.add_argument("--check", action="store_true", help="also run the onnxruntime check")
     p.add_argument("--json", default=None, help="write the rows to this file")
     args = p.parse_args(argv)
-    rules = args.rules or default_rules()
+    rules = args.rules or sorted(SHIPPED.glob("*.json"))
     print(f"rules: {', '.join(str(r) for r in rules)}; budget {args.budget}; "
           f"{'small' if args.small else 'full-size'} models", file=sys.stderr)
     rows = []
@@ -74,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{'search s':>9}{'fold s':>8}{'cpu s':>7}{'rules':>6}{'/tensat':>8}")
     print(head)
     for name in args.models.split(","):
-        row = bench_model(name, args.small, args.budget, rules, args.check)
+        row = bench_model(name, args.small, args.budget, rules, args.check, args.unverified)
         rows.append(row)
         ratio = f"{row['vs_tensat']:.2f}" if "vs_tensat" in row else "-"
         print(f"{name:<14}{row['ops_before']:>5}->{row['ops_after']:<5}"

@@ -1,6 +1,6 @@
 """taso-opt: optimize an ONNX model with the cost-based search.
 
-    taso-opt IN.onnx -o OUT.onnx [--budget N] [--alpha A] [--rules FILE ...]
+    taso-opt (IN.onnx | --example MODEL) -o OUT.onnx [--budget N] [--alpha A] [--rules FILE ...]
              [--unverified] [--cost-model analytic|ort|cupy] [--input-shape NAME=DIMS]
              [--no-partition] [--json]
 
@@ -30,9 +30,16 @@ def parse_shape(text: str) -> tuple[str, list[int]]:
         raise argparse.ArgumentTypeError(f"bad dimensions in {text!r}") from None
 
 
+# The model builders, by name (taso.models.ALL), without importing them to parse.
+EXAMPLES = ["bert_base", "inception_v3", "mobilenet_v2", "nasnet_a", "nasrnn", "resnet50",
+            "resnext50", "squeezenet"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="taso-opt", description=__doc__.split("\n\n")[0])
-    p.add_argument("input", help="the ONNX model to optimize")
+    p.add_argument("input", nargs="?", help="the ONNX model to optimize")
+    p.add_argument("--example", choices=EXAMPLES, default=None,
+                   help="optimize a built-in model (taso.models, batch size 1) instead")
     p.add_argument("-o", "--output", required=True, help="where to write the optimized model")
     p.add_argument("--budget", type=int, default=None,
                    help="graphs the search expands per piece (default 1000)")
@@ -60,7 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.input is None) == (args.example is None):
+        parser.error("give either an input model or --example MODEL")
     import taso
     from taso.errors import ModelError
 
@@ -74,14 +84,18 @@ def main(argv: list[str] | None = None) -> int:
             print(msg, file=sys.stderr, end=end, flush=True)
 
     try:
-        original = onnx.load(args.input)
+        if args.example:
+            from taso.models import ALL
+            original = taso.export_onnx(ALL[args.example](batch_size=1))
+        else:
+            original = onnx.load(args.input)
         graph = taso.load_onnx(original, dict(args.input_shape) or None)
         model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
                                 memory_weight=args.memory_weight)
     except (OSError, ModelError, ValueError) as e:
         print(f"taso-opt: {e}", file=sys.stderr)
         return 2
-    say(f"{Path(args.input).name}: {graph.summary()}")
+    say(f"{args.example or Path(args.input).name}: {graph.summary()}")
     tty = sys.stderr.isatty()
     last = [0.0]
 

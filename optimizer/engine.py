@@ -67,9 +67,13 @@ class Engine:
         me = weakref.ref(self)
         self.core = _search.Core([op_kind(n) for n in self.type_names],
                                  lambda *a: me()._infer(*a), lambda *a: me()._check(*a),
-                                 lambda *a: me()._filter(*a))
+                                 lambda *a: me()._filter(*a),
+                                 [OPS[n].commutative for n in self.type_names])
         self.rules: list[Rule] = []
         self._vars: list[list[str]] = []
+        # Generated rules share source nodes (same op, operands, attributes and
+        # ranks): the core asks the filter once per such class, not per rule.
+        self._filter_class: dict[tuple, int] = {}
         for r in rules:
             self.add_rule(r)
 
@@ -201,8 +205,14 @@ class Engine:
 
         syms = [(perm, [vidx[sigma.get(v, v)] for v in names])
                 for perm, sigma in symmetries(rule)]
+        # What _filter reads of a source node: its operator, operand names,
+        # attribute pattern and the operands' rank constraints.
+        filters = [self._filter_class.setdefault(
+            (n.op, tuple(map(str, n.inputs)), repr(sorted(n.attrs.items())),
+             tuple(rule.vars.get(r, {}).get("rank") if isinstance(r, str) else None
+                   for r in n.inputs)), len(self._filter_class)) for n in rule.src]
         self.core.add_rule(len(names), side(rule.src), side(rule.dst),
-                           [(ref(s), ref(d)) for s, d in rule.outputs], syms)
+                           [(ref(s), ref(d)) for s, d in rule.outputs], syms, filters)
         self.rules.append(rule)
         self._vars.append(names)
         return True

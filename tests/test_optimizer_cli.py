@@ -92,3 +92,20 @@ def test_console_script_on_a_model_builder(tmp_path):
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["pieces"] == 1 and out.exists()
+
+
+def test_example_model_with_the_default_rules(tmp_path, capsys):
+    # The README's first command: a built-in model, the shipped proved rules.
+    out = tmp_path / "sq.onnx"
+    assert main(["--example", "squeezenet", "-o", str(out), "--json", "-q"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["cost_after"] < d["cost_before"] and d["rules_applied"]
+    assert d["max_error"] < 1e-3
+    onnx.checker.check_model(onnx.load(out))
+
+
+def test_input_and_example_are_exclusive(conv_model, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["-o", str(tmp_path / "o.onnx")])
+    with pytest.raises(SystemExit):
+        main([str(conv_model), "--example", "squeezenet", "-o", str(tmp_path / "o.onnx")])

@@ -40,3 +40,34 @@ def test_instantiated_sides_agree_numerically():
     feeds = src.random_inputs(0)
     for a, b in zip(src.evaluate(feeds), dst.evaluate(feeds)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_group_merges_get_groups_and_equal_kernel_counts():
+    # TASO leaves conv groups implicit (kernel channels < input channels); its four
+    # merges of two convs into one grouped conv hold only when both kernels have
+    # as many output channels.
+    rs = _taso()
+    for rid in ("taso-099", "taso-100", "taso-130", "taso-131"):
+        r = rs.by_id(rid)
+        groups = [n.attrs.get("groups", 1) for n in r.dst if n.op == "conv2d"]
+        assert groups == [2], rid
+        kernels = {n.inputs[1] for n in r.src if n.op == "conv2d"}
+        (v, a, u, b), = r.same_dims()
+        assert {v, u} == kernels and a == b == 0, rid
+    ungrouped = [r for r in rs if r.id not in ("taso-099", "taso-100", "taso-130", "taso-131")]
+    assert all(n.attrs.get("groups", 1) == 1 for r in ungrouped for n in r.src + r.dst)
+
+
+def test_same_dim_round_trips_and_binds_instantiation(tmp_path):
+    rs = RuleSet([_taso().by_id("taso-099")])
+    rs.save(tmp_path / "g.json")
+    back = load(tmp_path / "g.json").by_id("taso-099")
+    assert back.same_dims() == rs.by_id("taso-099").same_dims()
+    # Two kernels of 3 output channels each, 2 input channels per group.
+    shapes = {"x7": (1, 2, 5, 5), "x8": (1, 2, 5, 5), "x10": (3, 2, 3, 3),
+              "x11": (3, 2, 3, 3)}
+    src, _ = instantiate(back, "src", shapes)
+    dst, _ = instantiate(back, "dst", shapes)
+    feeds = src.random_inputs(1)
+    for a, b in zip(src.evaluate(feeds), dst.evaluate(feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

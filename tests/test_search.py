@@ -399,3 +399,62 @@ def test_mirror_image_matches_are_used_once():
     assert len(e.core.matches(cg, 0)) == 2  # the match and its mirror image
     (rule, merged), = e.core.expand(cg)
     assert_same(g, e.from_core(merged, g))
+
+
+def test_merge_of_dense_layers_refuses_broadcast_biases():
+    # Concatenating two length-1 biases does not give the merged layer's bias.
+    g = taso.new_graph()
+    x = g.new_input((3, 8), name="x")
+    for n in (1, 8):
+        g.mark_output(g.add(g.matmul(x, g.new_weight((8, 8))), g.new_weight((n,))))
+    e = engine([FUSION.by_id("fusion-merge-matmul-bias-rank2")])
+    assert e.core.expand(e.to_core(g)) == []
+    g2 = taso.new_graph()
+    x = g2.new_input((3, 8), name="x")
+    for _ in range(2):
+        g2.mark_output(g2.add(g2.matmul(x, g2.new_weight((8, 8))), g2.new_weight((8,))))
+    assert len(e.core.expand(e.to_core(g2))) == 1
+
+
+def test_commutative_operands_hash_alike_and_match_either_way():
+    def build(swap):
+        g = taso.new_graph()
+        x, y = g.new_input((4, 4), name="x"), g.new_input((4, 4), name="y")
+        w = g.new_weight((4, 4))
+        p = g.matmul(x, w)
+        g.mark_output(g.ewadd(y, p) if swap else g.ewadd(p, y))
+        return g
+
+    # A pattern with the product on the left matches a graph with it on the right.
+    fold_add = Rule("matmul-then-add", [PNode("matmul", ["a", "b"], {"activation": "none"}),
+                                        PNode("ewadd", [(0, 0), "c"])],
+                    [PNode("relu", ["c"])], [((1, 0), (0, 0))])  # structure only
+    e = engine([fold_add, COMMUTE])
+    left, right = e.to_core(build(False)), e.to_core(build(True))
+    assert left.hash == right.hash
+    assert len(e.core.matches(right, 0)) == 1
+    # Commuting an ewadd gives back the same graph: the search has nothing new.
+    commuted = [ng for ri, ng in e.core.expand(left) if ri == 1]
+    assert commuted and all(ng.hash == left.hash for ng in commuted)
+
+
+def test_rewrites_of_weights_alone_are_not_expanded():
+    # Reassociating a concat of kernels changes nothing the model runs.
+    reassoc = Rule("concat-reassoc", [PNode("concat", ["a", "b"], {"axis": 1}),
+                                      PNode("concat", [(0, 0), "c"], {"axis": 1})],
+                   [PNode("concat", ["b", "c"], {"axis": 1}),
+                    PNode("concat", ["a", (0, 0)], {"axis": 1})], [((1, 0), (1, 0))])
+    g = taso.new_graph()
+    x = g.new_input((2, 4), name="x")
+    w = g.concat(1, [g.concat(1, [g.new_weight((4, 3)), g.new_weight((4, 3))]),
+                     g.new_weight((4, 3))])
+    g.mark_output(g.matmul(x, w))
+    e = engine([reassoc])
+    cg = e.to_core(g)
+    assert len(e.core.matches(cg, 0)) == 1
+    assert e.core.expand(cg) == []
+    g2 = taso.new_graph()  # the same rewrite over a run-time input applies
+    x2, y2 = g2.new_input((2, 4), name="x"), g2.new_input((4, 3), name="y")
+    g2.mark_output(g2.matmul(x2, g2.concat(1, [g2.concat(1, [y2, g2.new_weight((4, 3))]),
+                                               g2.new_weight((4, 3))])))
+    assert len(e.core.expand(e.to_core(g2))) == 1

@@ -52,16 +52,17 @@ const NodeInfo& Oracle::infer(int type, int attr, const std::vector<int>& shapes
     return infer_memo_.emplace(std::move(key), std::move(info)).first->second;
 }
 
-bool Oracle::node_ok(int rule, int pnode, const Graph& g, const Node& n) {
+bool Oracle::node_ok(int rule, int pnode, const Graph& g, const Node& n, bool swap) {
     // Keyed by a 64-bit digest: a collision can only pass a node to the full
     // check or hide a rewrite, never apply a wrong one.
+    std::vector<int> shapes;
+    for (const Ref& r : n.in) shapes.push_back(g.nodes[r.node].out[r.idx]);
+    if (swap) std::swap(shapes[0], shapes[1]);
     uint64_t h = mix(mix(mix(0x51ed27ULL, rule), pnode), n.attr);
-    for (const Ref& r : n.in) h = mix(h, g.nodes[r.node].out[r.idx]);
+    for (int s : shapes) h = mix(h, s);
     auto it = filter_memo_.find(h);
     if (it != filter_memo_.end()) return it->second;
     ++filter_calls;
-    std::vector<int> shapes;
-    for (const Ref& r : n.in) shapes.push_back(g.nodes[r.node].out[r.idx]);
     return filter_memo_.emplace(h, filter_(rule, pnode, n.attr, shapes)).first->second;
 }
 
@@ -98,8 +99,9 @@ const std::optional<std::vector<int>>& Oracle::check(int rule, const Graph& g, c
 
 // ---- graph store ------------------------------------------------------------------
 Core::Core(std::vector<int> kinds_, Oracle::InferFn infer, Oracle::CheckFn check,
-           Oracle::FilterFn filter)
-    : oracle(std::move(infer), std::move(check), std::move(filter)), kinds(std::move(kinds_)) {}
+           Oracle::FilterFn filter, std::vector<char> commutative_)
+    : oracle(std::move(infer), std::move(check), std::move(filter)), kinds(std::move(kinds_)),
+      commutative(std::move(commutative_)) {}
 
 std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outputs) {
     ++n_built;
@@ -141,8 +143,13 @@ std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outp
         uint64_t h = mix(mix(mix(HASH_SEED, nd.type), nd.attr), nd.salt);
         bool wonly = kinds[nd.type] == WEIGHT || kinds[nd.type] == CONSTGEN ||
                      (kinds[nd.type] == COMPUTE && !nd.in.empty());
-        for (Ref& r : nd.in) {
-            r.node = remap[r.node];
+        for (Ref& r : nd.in) r.node = remap[r.node];
+        if (is_commutative(nd)) {
+            // Canonical operand order: swapped operands are the same node.
+            auto key = [&](const Ref& r) { return std::make_pair(g.nodes[r.node].hash, r.idx); };
+            if (key(nd.in[1]) < key(nd.in[0])) std::swap(nd.in[0], nd.in[1]);
+        }
+        for (const Ref& r : nd.in) {
             const Node& p = g.nodes[r.node];
             h = mix(mix(h, p.hash), r.idx);
             wonly = wonly && p.wonly;
@@ -213,6 +220,14 @@ int Core::add_rule(Rule r) {
     };
     check_side(r.src);
     check_side(r.dst);
+    const int ri = static_cast<int>(rules.size());
+    for (int p = 0; p < np; ++p) {
+        int& f = r.src[p].filter;
+        if (f < 0) f = static_cast<int>(filter_reps.size());  // a class of its own
+        if (f > static_cast<int>(filter_reps.size()))
+            throw std::invalid_argument("filter classes must be numbered in order of use");
+        if (f == static_cast<int>(filter_reps.size())) filter_reps.push_back({ri, p});
+    }
     // The variables each rule output's target tensor depends on.
     std::vector<std::vector<int>> deps(r.dst.size());
     for (size_t j = 0; j < r.dst.size(); ++j) {
@@ -289,96 +304,10 @@ int Core::add_rule(Rule r) {
         r.plan.push_back(st);
     }
     rules.push_back(std::move(r));
-    return static_cast<int>(rules.size()) - 1;
+    return ri;
 }
 
 namespace {
-
-struct Matcher {
-    const Graph& g;
-    const Rule& r;
-    int ri;
-    Oracle& oracle;
-    const std::vector<std::vector<int>>& by_type;
-    const std::vector<std::vector<int>>& consumers;
-    std::vector<Match>& found;
-    Match m;
-    std::vector<char> used;
-
-    Matcher(const Graph& g_, const Rule& r_, int ri_, Oracle& o,
-            const std::vector<std::vector<int>>& bt, const std::vector<std::vector<int>>& cons,
-            std::vector<Match>& out)
-        : g(g_), r(r_), ri(ri_), oracle(o), by_type(bt), consumers(cons), found(out),
-          used(g_.nodes.size(), 0) {
-        m.nodes.assign(r.src.size(), -1);
-        m.vars.assign(r.nvars, Ref{});
-    }
-
-    // Assign graph node c to pattern node p; returns the variables it bound
-    // (to undo), or false when it does not fit what is matched so far.
-    bool assign(int p, int c, std::vector<int>& bound) {
-        const PNode& pn = r.src[p];
-        const Node& nd = g.nodes[c];
-        if (used[c] || nd.type != pn.type || nd.in.size() != pn.in.size()) return false;
-        if (!oracle.node_ok(ri, p, g, nd)) return false;
-        for (size_t i = 0; i < pn.in.size(); ++i) {
-            const Ref& pin = pn.in[i];
-            if (pin.node < 0) {
-                Ref& v = m.vars[-1 - pin.node];
-                if (v.node < 0) {
-                    v = nd.in[i];
-                    bound.push_back(-1 - pin.node);
-                } else if (!(v == nd.in[i])) {
-                    return false;
-                }
-            } else if (m.nodes[pin.node] >= 0 && !(nd.in[i] == Ref{m.nodes[pin.node], pin.idx})) {
-                return false;
-            }
-        }
-        for (const auto& [q, i, k] : r.uses[p])
-            if (m.nodes[q] >= 0 && !(g.nodes[m.nodes[q]].in[i] == Ref{c, k})) return false;
-        return true;
-    }
-
-    void step(size_t s) {
-        if (s == r.plan.size()) {
-            found.push_back(m);
-            return;
-        }
-        const Step& st = r.plan[s];
-        auto attempt = [&](int c) {
-            std::vector<int> bound;
-            if (assign(st.pnode, c, bound)) {
-                m.nodes[st.pnode] = c;
-                used[c] = 1;
-                step(s + 1);
-                used[c] = 0;
-                m.nodes[st.pnode] = -1;
-            }
-            for (int v : bound) m.vars[v] = Ref{};
-        };
-        switch (st.kind) {
-            case Step::ROOT:
-                if (r.src[st.pnode].type < static_cast<int>(by_type.size()))
-                    for (int c : by_type[r.src[st.pnode].type]) attempt(c);
-                break;
-            case Step::PRODUCER: {
-                const Ref& in = g.nodes[m.nodes[st.a]].in[st.b];
-                if (in.idx == r.src[st.a].in[st.b].idx) attempt(in.node);
-                break;
-            }
-            case Step::CONSUMER_VAR:
-            case Step::CONSUMER_NODE: {
-                Ref t = st.kind == Step::CONSUMER_VAR ? m.vars[st.a] : Ref{m.nodes[st.a], st.b};
-                for (int c : consumers[t.node]) {
-                    const auto& in = g.nodes[c].in;
-                    if (static_cast<int>(in.size()) > st.pos && in[st.pos] == t) attempt(c);
-                }
-                break;
-            }
-        }
-    }
-};
 
 void index_graph(const Graph& g, size_t ntypes, std::vector<std::vector<int>>& by_type,
                  std::vector<std::vector<int>>& consumers) {
@@ -391,6 +320,166 @@ void index_graph(const Graph& g, size_t ntypes, std::vector<std::vector<int>>& b
             if (c.empty() || c.back() != i) c.push_back(i);
         }
     }
+}
+
+// What matching any rule against one graph shares: the graph's indexes, the
+// filter's answers per (filter class, node, operand order), scratch space.
+struct GraphIndex {
+    const Graph& g;
+    std::vector<std::vector<int>> by_type, consumers;
+    std::vector<int> filter_row;       // per filter class: its row in filter_ok, or -1
+    std::vector<int8_t> filter_ok;     // rows of 2 per node: -1 unknown, 0 fails, 1 passes
+    std::vector<char> used;            // nodes in the partial match (all 0 between rules)
+
+    GraphIndex(const Graph& g_, size_t ntypes, size_t nclasses)
+        : g(g_), filter_row(nclasses, -1), used(g_.nodes.size(), 0) {
+        index_graph(g, ntypes, by_type, consumers);
+    }
+};
+
+struct Matcher {
+    const Graph& g;
+    const Rule& r;
+    int ri;
+    Oracle& oracle;
+    const Core& core;
+    GraphIndex& ix;
+    std::vector<Match>& found;
+    Match m;
+    std::vector<char>& used;
+
+    Matcher(const Rule& r_, int ri_, Oracle& o, const Core& c, GraphIndex& ix_,
+            std::vector<Match>& out)
+        : g(ix_.g), r(r_), ri(ri_), oracle(o), core(c), ix(ix_), found(out), used(ix_.used) {
+        m.nodes.assign(r.src.size(), -1);
+        m.vars.assign(r.nvars, Ref{});
+        m.swap.assign(r.src.size(), 0);
+    }
+
+    bool filter_ok(int p, int c, bool swap) {
+        const int cls = r.src[p].filter;
+        int& row = ix.filter_row[cls];
+        if (row < 0) {
+            row = static_cast<int>(ix.filter_ok.size());
+            ix.filter_ok.resize(ix.filter_ok.size() + 2 * g.nodes.size(), -1);
+        }
+        int8_t& v = ix.filter_ok[row + 2 * c + swap];
+        if (v < 0) {
+            const auto& [rr, rp] = core.filter_reps[cls];
+            v = oracle.node_ok(rr, rp, g, g.nodes[c], swap);
+        }
+        return v;
+    }
+
+    bool swappable(const Node& nd) const {
+        return core.is_commutative(nd) && !(nd.in[0] == nd.in[1]);
+    }
+
+    // The graph tensor that input i of matched pattern node p reads.
+    const Ref& input(int p, int i) const {
+        return g.nodes[m.nodes[p]].in[m.swap[p] ? 1 - i : i];
+    }
+
+    // Assign graph node c to pattern node p (its two inputs swapped if `swap`);
+    // returns the variables it bound (to undo), or false when it does not fit
+    // what is matched so far.
+    bool assign(int p, int c, bool swap, std::vector<int>& bound) {
+        const PNode& pn = r.src[p];
+        const Node& nd = g.nodes[c];
+        if (used[c] || nd.type != pn.type || nd.in.size() != pn.in.size()) return false;
+        if (!filter_ok(p, c, swap)) return false;
+        for (size_t i = 0; i < pn.in.size(); ++i) {
+            const Ref& pin = pn.in[i];
+            const Ref& actual = nd.in[swap ? 1 - i : i];
+            if (pin.node < 0) {
+                Ref& v = m.vars[-1 - pin.node];
+                if (v.node < 0) {
+                    v = actual;
+                    bound.push_back(-1 - pin.node);
+                } else if (!(v == actual)) {
+                    return false;
+                }
+            } else if (m.nodes[pin.node] >= 0 && !(actual == Ref{m.nodes[pin.node], pin.idx})) {
+                return false;
+            }
+        }
+        for (const auto& [q, i, k] : r.uses[p])
+            if (m.nodes[q] >= 0 && !(input(q, i) == Ref{c, k})) return false;
+        return true;
+    }
+
+    void step(size_t s) {
+        if (s == r.plan.size()) {
+            found.push_back(m);
+            return;
+        }
+        const Step& st = r.plan[s];
+        auto attempt = [&](int c) {
+            const int orders = swappable(g.nodes[c]) ? 2 : 1;
+            for (int swap = 0; swap < orders; ++swap) {
+                std::vector<int> bound;
+                if (assign(st.pnode, c, swap, bound)) {
+                    m.nodes[st.pnode] = c;
+                    m.swap[st.pnode] = static_cast<char>(swap);
+                    used[c] = 1;
+                    step(s + 1);
+                    used[c] = 0;
+                    m.nodes[st.pnode] = -1;
+                    m.swap[st.pnode] = 0;
+                }
+                for (int v : bound) m.vars[v] = Ref{};
+            }
+        };
+        switch (st.kind) {
+            case Step::ROOT:
+                for (int c : ix.by_type[r.src[st.pnode].type]) attempt(c);
+                break;
+            case Step::PRODUCER: {
+                const Ref& in = input(st.a, st.b);
+                if (in.idx == r.src[st.a].in[st.b].idx) attempt(in.node);
+                break;
+            }
+            case Step::CONSUMER_VAR:
+            case Step::CONSUMER_NODE: {
+                Ref t = st.kind == Step::CONSUMER_VAR ? m.vars[st.a] : Ref{m.nodes[st.a], st.b};
+                for (int c : ix.consumers[t.node]) {
+                    const auto& in = g.nodes[c].in;
+                    const bool at_pos = static_cast<int>(in.size()) > st.pos && in[st.pos] == t;
+                    // A commutative consumer may read it at the other operand.
+                    if (at_pos || (swappable(g.nodes[c]) && in[1 - st.pos] == t)) attempt(c);
+                }
+                break;
+            }
+        }
+    }
+};
+
+// The structural matches of rule ri in ix's graph (before the outside-use check).
+void find_matches(Core& core, GraphIndex& ix, int ri, std::vector<Match>& out) {
+    const Rule& r = core.rules[ri];
+    const PNode& root = r.src[r.plan[0].pnode];
+    // Most rules fail at the root: its type, the filter, or the types of the
+    // producers its pattern inputs name. Tell that before setting up a match.
+    auto fits = [&](const Node& nd, bool swap) {
+        for (size_t i = 0; i < root.in.size(); ++i) {
+            const Ref& pin = root.in[i];
+            if (pin.node < 0) continue;
+            const Ref& t = nd.in[swap ? 1 - i : i];
+            if (t.idx != pin.idx || ix.g.nodes[t.node].type != r.src[pin.node].type) return false;
+        }
+        return true;
+    };
+    bool any = false;
+    for (int c : ix.by_type[root.type]) {
+        const Node& nd = ix.g.nodes[c];
+        if (nd.in.size() != root.in.size()) continue;
+        const bool swappable = core.is_commutative(nd) && !(nd.in[0] == nd.in[1]);
+        if ((fits(nd, false) || (swappable && fits(nd, true)))) {
+            any = true;
+            break;
+        }
+    }
+    if (any) Matcher(r, ri, core.oracle, core, ix, out).step(0);
 }
 
 // A match is applicable only if every tensor it computes that is not replaced
@@ -420,10 +509,19 @@ bool internal_uses_ok(const Graph& g, const Rule& r, const Match& m,
 
 }  // namespace
 
+bool Core::weight_only(const Graph& g, const Match& m) const {
+    for (int c : m.nodes)
+        if (!g.nodes[c].wonly) return false;
+    return true;
+}
+
 bool Core::mirrored(const Graph& g, int ri, const Match& m) {
     for (const auto& sym : rules[ri].symmetries) {
         Match mm = m;
-        for (size_t i = 0; i < m.nodes.size(); ++i) mm.nodes[sym.nodes[i]] = m.nodes[i];
+        for (size_t i = 0; i < m.nodes.size(); ++i) {
+            mm.nodes[sym.nodes[i]] = m.nodes[i];
+            mm.swap[sym.nodes[i]] = m.swap[i];
+        }
         if (!(mm.nodes < m.nodes)) continue;
         for (size_t v = 0; v < m.vars.size(); ++v) mm.vars[sym.vars[v]] = m.vars[v];
         if (oracle.check(ri, g, mm)) return true;
@@ -432,12 +530,11 @@ bool Core::mirrored(const Graph& g, int ri, const Match& m) {
 }
 
 std::vector<Match> Core::matches(const Graph& g, int ri) {
-    std::vector<std::vector<int>> by_type, consumers;
-    index_graph(g, kinds.size(), by_type, consumers);
+    GraphIndex ix(g, kinds.size(), filter_reps.size());
     std::vector<Match> all, ok;
-    Matcher(g, rules[ri], ri, oracle, by_type, consumers, all).step(0);
+    find_matches(*this, ix, ri, all);
     for (auto& m : all)
-        if (internal_uses_ok(g, rules[ri], m, consumers)) ok.push_back(std::move(m));
+        if (internal_uses_ok(g, rules[ri], m, ix.consumers)) ok.push_back(std::move(m));
     return ok;
 }
 
@@ -551,14 +648,31 @@ std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& 
             if (creates_cycle(g, r, m)) cycle = true;
             return std::nullopt;
         }
+    // A node's hash from its (input hash, output index) pairs, in finalize's
+    // canonical operand order for a commutative type.
+    using In = std::pair<uint64_t, int>;
+    std::vector<In> buf;
+    auto hash_of = [&](uint64_t h, int type, size_t k, auto&& in_at) {
+        buf.clear();
+        for (size_t i = 0; i < k; ++i) buf.push_back(in_at(i));
+        if (k == 2 && type < static_cast<int>(commutative.size()) && commutative[type] &&
+            buf[1] < buf[0])
+            std::swap(buf[0], buf[1]);
+        for (const In& x : buf) h = mix(mix(h, x.first), x.second);
+        return h;
+    };
     dst_hash_.resize(r.dst.size());
     for (size_t j = 0; j < r.dst.size(); ++j) {
-        uint64_t h = mix(mix(mix(HASH_SEED, r.dst[j].type), dst_attrs[j]), 0);
-        for (const Ref& pin : r.dst[j].in) {
-            Ref t = pin.node < 0 ? m.vars[-1 - pin.node] : pin;
-            h = mix(mix(h, pin.node < 0 ? g.nodes[t.node].hash : dst_hash_[t.node]), t.idx);
-        }
-        dst_hash_[j] = h;
+        const auto& ins = r.dst[j].in;
+        dst_hash_[j] = hash_of(mix(mix(mix(HASH_SEED, r.dst[j].type), dst_attrs[j]), 0),
+                               r.dst[j].type, ins.size(), [&](size_t i) -> In {
+                                   const Ref& pin = ins[i];
+                                   if (pin.node < 0) {
+                                       const Ref& t = m.vars[-1 - pin.node];
+                                       return {g.nodes[t.node].hash, t.idx};
+                                   }
+                                   return {dst_hash_[pin.node], pin.idx};
+                               });
     }
     new_hash_.resize(n);
     // (hash, output index) of what a tensor of the new graph reads.
@@ -575,12 +689,8 @@ std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& 
     for (int v = lo; v < n; ++v) {
         if (dirty_[v] != 1) continue;
         const Node& nd = g.nodes[v];
-        uint64_t h = mix(mix(mix(HASH_SEED, nd.type), nd.attr), nd.salt);
-        for (const Ref& t : nd.in) {
-            auto [ph, idx] = resolve(t);
-            h = mix(mix(h, ph), idx);
-        }
-        new_hash_[v] = h;
+        new_hash_[v] = hash_of(mix(mix(mix(HASH_SEED, nd.type), nd.attr), nd.salt), nd.type,
+                               nd.in.size(), [&](size_t i) { return resolve(nd.in[i]); });
     }
     uint64_t gh = 0;
     for (const Ref& o : g.outputs) {
@@ -594,7 +704,7 @@ std::vector<std::pair<int, Graph>> Core::expand(const Graph& g) {
     std::vector<std::pair<int, Graph>> out;
     for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri)
         for (const Match& m : matches(g, ri))
-            if (!mirrored(g, ri, m))
+            if (!weight_only(g, m) && !mirrored(g, ri, m))
                 if (auto ng = apply(g, ri, m)) out.push_back({ri, std::move(*ng)});
     return out;
 }
@@ -651,15 +761,15 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
     uint64_t seq = 0;
 
     auto expand_one = [&](int e) {
-        std::vector<std::vector<int>> by_type, consumers;
         const Graph& g = expanded[e].g;
-        index_graph(g, kinds.size(), by_type, consumers);
+        GraphIndex ix(g, kinds.size(), filter_reps.size());
+        const auto& consumers = ix.consumers;
         for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri) {
             std::vector<Match> found;
-            Matcher(g, rules[ri], ri, oracle, by_type, consumers, found).step(0);
+            find_matches(*this, ix, ri, found);
             n_matches += found.size();
             for (Match& m : found) {
-                if (!internal_uses_ok(g, rules[ri], m, consumers)) continue;
+                if (weight_only(g, m) || !internal_uses_ok(g, rules[ri], m, consumers)) continue;
                 const auto& dst_attrs = oracle.check(ri, g, m);
                 if (!dst_attrs || mirrored(g, ri, m)) continue;
                 // Most rewrites reach a graph already seen: tell by hash, unbuilt.

@@ -60,6 +60,9 @@ struct VecHash {
 struct PNode {
     int type = 0;
     std::vector<Ref> in;
+    // Source pnodes of one filter class (same operator, attribute pattern and
+    // operand constraints, across rules) pass or fail the oracle's filter alike.
+    int filter = -1;
 };
 
 // One step of a match plan: how to find the graph node for pattern node `pnode`.
@@ -92,6 +95,7 @@ struct Rule {
 struct Match {
     std::vector<int> nodes;  // graph node per source pnode
     std::vector<Ref> vars;   // graph tensor per variable
+    std::vector<char> swap;  // per source pnode: a commutative node matched with its inputs swapped
 };
 
 struct NodeInfo {
@@ -117,7 +121,8 @@ public:
     Oracle(InferFn infer, CheckFn check, FilterFn filter)
         : infer_(std::move(infer)), check_(std::move(check)), filter_(std::move(filter)) {}
     const NodeInfo& infer(int type, int attr, const std::vector<int>& shapes);
-    bool node_ok(int rule, int pnode, const Graph& g, const Node& n);
+    // `swap`: read the node's two inputs in the other order.
+    bool node_ok(int rule, int pnode, const Graph& g, const Node& n, bool swap);
     const std::optional<std::vector<int>>& check(int rule, const Graph& g, const Match& m);
     size_t infer_calls = 0, check_calls = 0, filter_calls = 0;
 
@@ -151,10 +156,17 @@ struct SearchResult {
 
 class Core {
 public:
+    // `commutative`: per type id, whether its two inputs may be swapped (the
+    // hash ignores their order and the matcher tries both).
     Core(std::vector<int> kinds, Oracle::InferFn infer, Oracle::CheckFn check,
-         Oracle::FilterFn filter);
+         Oracle::FilterFn filter, std::vector<char> commutative = {});
 
     int add_rule(Rule r);  // computes the match plan; returns the rule index
+    // Does m match weight-only nodes alone? The search skips such rewrites:
+    // they cost nothing at run time either way (folded into initializers),
+    // and reshuffling constants (e.g. reassociating a concat of kernels) only
+    // multiplies equal-cost graphs.
+    bool weight_only(const Graph& g, const Match& m) const;
     // Is m the mirror of a match that is used instead (see Rule::symmetries)?
     bool mirrored(const Graph& g, int ri, const Match& m);
     // Finalize raw nodes (any order, inputs by raw index): topological order,
@@ -177,7 +189,7 @@ public:
     // Would the rewrite make a variable depend on a target that reads it?
     // (needs dirty_ as rewrite_hash leaves it)
     bool creates_cycle(const Graph& g, const Rule& r, const Match& m);
-    // All one-step rewrites of g: (rule index, graph).
+    // All one-step rewrites of g the search considers: (rule index, graph).
     std::vector<std::pair<int, Graph>> expand(const Graph& g);
 
     SearchResult search(const Graph& g, const SearchOptions& opt);
@@ -193,6 +205,13 @@ public:
 
     Oracle oracle;
     std::vector<int> kinds;
+    std::vector<char> commutative;
+    // Per filter class: the (rule, pnode) the oracle's filter is asked about.
+    std::vector<std::pair<int, int>> filter_reps;
+    bool is_commutative(const Node& n) const {
+        return n.in.size() == 2 && n.type < static_cast<int>(commutative.size()) &&
+               commutative[n.type];
+    }
     // Work counters, for benchmarks: structural matches, matches that passed
     // every check, graphs built, rewrites known by hash, graphs queued.
     size_t n_matches = 0, n_applicable = 0, n_built = 0, n_known = 0, n_pushed = 0;

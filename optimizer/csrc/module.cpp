@@ -70,7 +70,7 @@ NB_MODULE(_search, m) {
         .def(
             "__init__",
             [](Core* self, std::vector<int> kinds, nb::callable infer, nb::callable check,
-               nb::callable filter) {
+               nb::callable filter, std::vector<bool> commutative) {
                 Oracle::InferFn inf = [infer](int type, int attr, const std::vector<int>& shapes)
                     -> std::optional<std::pair<std::vector<int>, double>> {
                     nb::object r = infer(type, attr, shapes);
@@ -90,17 +90,21 @@ NB_MODULE(_search, m) {
                                                 const std::vector<int>& shapes) {
                     return nb::cast<bool>(filter(rule, pnode, attr, shapes));
                 };
-                new (self) Core(std::move(kinds), std::move(inf), std::move(chk), std::move(flt));
+                new (self) Core(std::move(kinds), std::move(inf), std::move(chk), std::move(flt),
+                                std::vector<char>(commutative.begin(), commutative.end()));
             },
             nb::arg("kinds"), nb::arg("infer"), nb::arg("check"), nb::arg("filter"),
+            nb::arg("commutative") = std::vector<bool>{},
             "kinds: the Kind of each type id; infer(type, attr, in_shapes) -> (out_shapes, "
             "cost) | None; check(rule, attrs, out_shapes, var_shapes, var_weight_only) -> "
-            "target attr ids | None; filter(rule, pnode, attr, in_shapes) -> bool")
+            "target attr ids | None; filter(rule, pnode, attr, in_shapes) -> bool; "
+            "commutative: per type id, whether its two operands may be swapped")
         .def(
             "add_rule",
             [](Core& c, int nvars, const std::vector<PNodeT>& src, const std::vector<PNodeT>& dst,
                const std::vector<std::pair<RefT, RefT>>& outputs,
-               const std::vector<std::pair<std::vector<int>, std::vector<int>>>& symmetries) {
+               const std::vector<std::pair<std::vector<int>, std::vector<int>>>& symmetries,
+               const std::vector<int>& filters) {
                 Rule r;
                 for (const auto& [nodes, vars] : symmetries) {
                     if (nodes.size() != src.size() || static_cast<int>(vars.size()) != nvars)
@@ -110,14 +114,22 @@ NB_MODULE(_search, m) {
                 r.nvars = nvars;
                 r.src = to_pnodes(src);
                 r.dst = to_pnodes(dst);
+                if (!filters.empty()) {
+                    if (filters.size() != r.src.size())
+                        throw std::invalid_argument("one filter class per source pnode");
+                    for (size_t p = 0; p < filters.size(); ++p) r.src[p].filter = filters[p];
+                }
                 for (const auto& [s, d] : outputs)
                     r.outputs.push_back({Ref{s.first, s.second}, Ref{d.first, d.second}});
                 return c.add_rule(std::move(r));
             },
             nb::arg("nvars"), nb::arg("src"), nb::arg("dst"), nb::arg("outputs"),
             nb::arg("symmetries") = std::vector<std::pair<std::vector<int>, std::vector<int>>>{},
+            nb::arg("filters") = std::vector<int>{},
             "Pattern inputs are (node, output): node >= 0 an earlier node of the side, "
-            "node < 0 the variable -1 - node.")
+            "node < 0 the variable -1 - node. filters: a filter class per source pnode "
+            "(pnodes of one class pass the filter alike; new classes numbered in order), "
+            "or empty for a class each.")
         .def(
             "build",
             [](Core& c, const std::vector<NodeT>& nodes, const std::vector<RefT>& outputs) {

@@ -85,6 +85,7 @@ class Op:
     gen_attrs: tuple[dict[str, Any], ...] = ({},)  # what the generator enumerates
     weight_only: bool = False  # a constant generator: no inputs, data from attrs
     elementwise: bool = False  # a unary function applied to each element
+    commutative: bool = False  # two inputs whose order does not matter
 
     # ---- signature -----------------------------------------------------------
     @property

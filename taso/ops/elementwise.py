@@ -63,6 +63,7 @@ class _SameShapeBinary(Op):
 @register
 class EwAdd(_SameShapeBinary):
     name = "ewadd"
+    commutative = True
     onnx_type = "Add"
 
     def ref(self, a, x, y):
@@ -75,6 +76,7 @@ class EwAdd(_SameShapeBinary):
 @register
 class EwMul(_SameShapeBinary):
     name = "ewmul"
+    commutative = True
     onnx_type = "Mul"
 
     def ref(self, a, x, y):
@@ -165,6 +167,7 @@ class _Broadcast(Op):
 @register
 class Add(_Broadcast):
     name = "add"
+    commutative = True
     onnx_type = "Add"
     same_shape_op = "ewadd"
 
@@ -190,6 +193,7 @@ class Sub(_Broadcast):
 @register
 class Mul(_Broadcast):
     name = "mul"
+    commutative = True
     onnx_type = "Mul"
     same_shape_op = "ewmul"
 
