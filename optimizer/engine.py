@@ -259,6 +259,9 @@ def symmetries(rule: Rule) -> list[tuple[list[int], dict[str, str]]]:
     (two convs sharing an input; two dense layers sharing one): a match and its
     image then rewrite to mirror images, and the search needs one of them."""
     src = rule.src
+    ops = [n.op for n in src]
+    if len(set(ops)) == len(ops):  # a node can only map to one of its own operator
+        return []
     if len(src) > 5 or any(_has_dims(n.attrs) for n in src):
         return []
     mapped = {tuple(s) for s, _ in rule.outputs}
