@@ -358,3 +358,22 @@ def test_fingerprint_separates_activations():
     x = np.arange(-5, 6) % P
     outs = [OPS[a].run_fp({}, [x])[0].tolist() for a in ("relu", "sigmoid", "tanh")]
     assert len({tuple(o) for o in outs + [x.tolist()]}) == 4
+
+
+# ---- commutativity (the search core hashes and matches such operands unordered) ----
+@pytest.mark.parametrize("op", ["ewadd", "ewmul", "add", "mul", "sub", "matmul"])
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_commutative_flag_is_exact(op: str, seed: int):
+    o = OPS[op]
+    a = dict(o.make_attrs())
+    r = np.random.default_rng(seed)
+    pair = [r.standard_normal((3, 3)).astype(np.float32) for _ in range(2)]
+    ints = [r.integers(0, P, (3, 3)) for _ in range(2)]
+    ref_same = np.array_equal(o.run_ref(a, pair)[0], o.run_ref(a, pair[::-1])[0])
+    fp_same = np.array_equal(o.run_fp(a, ints)[0], o.run_fp(a, ints[::-1])[0])
+    assert ref_same == fp_same == o.commutative
+
+
+def test_commutative_operators_are_the_sums_and_products():
+    assert sorted(n for n, o in OPS.items() if o.commutative) == ["add", "ewadd", "ewmul", "mul"]

@@ -1,8 +1,9 @@
 // The search core: graph store, canonical hashing, rule matching and
 // application, and TASO's cost-based backtracking search.
 //
-// The core knows no operator semantics. A node is (type id, attribute id, salt,
-// inputs); shapes are interned ids. Whatever needs meaning is asked of an
+// The core knows no operator semantics beyond one flag per type (its two
+// operands commute). A node is (type id, attribute id, salt, inputs); shapes
+// are interned ids. Whatever needs meaning is asked of an
 // Oracle, once per distinct key: a new node's output shapes and cost, and
 // whether a structural match of a rule holds (attribute and shape constraints)
 // together with the target side's attribute ids.
