@@ -22,7 +22,7 @@ from pathlib import Path
 
 from taso.optimizer.check import check_equivalence
 from taso.optimizer.search import run_search
-from taso.rules_db import SHIPPED
+from taso.rules_db import default_rule_files
 
 from taso.models import ALL
 
@@ -58,12 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=int, default=1000)
     p.add_argument("--models", default=",".join(ALL))
     p.add_argument("--rules", action="append", default=None,
-                   help="rule set files (default: the proved rules of rules_db/*.json)")
+                   help="rule set files (default: the proved rules of the shipped default sets)")
     p.add_argument("--unverified", action="store_true", help="unproved rules too")
     p.add_argument("--check", action="store_true", help="also run the onnxruntime check")
     p.add_argument("--json", default=None, help="write the rows to this file")
     args = p.parse_args(argv)
-    rules = args.rules or sorted(SHIPPED.glob("*.json"))
+    rules = args.rules or default_rule_files()
     print(f"rules: {', '.join(str(r) for r in rules)}; budget {args.budget}; "
           f"{'small' if args.small else 'full-size'} models", file=sys.stderr)
     rows = []

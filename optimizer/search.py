@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taso.rules_db import SHIPPED, Rule, RuleSet, load
+from taso.rules_db import Rule, RuleSet, default_rule_files, load
 
 from taso.ir import Graph
 
@@ -73,16 +73,12 @@ configure_logging()
 
 
 # ---- rules -------------------------------------------------------------------------
-def shipped_rule_files() -> list[Path]:
-    return sorted(SHIPPED.glob("*.json"))
-
-
 def resolve_rules(rules: Any = None, unverified: bool = False) -> list[Rule]:
-    """The rules to search with. None: the shipped rule sets (rules_db/*.json);
+    """The rules to search with. None: the shipped default sets (DEFAULT_SETS);
     a path or a list of paths: those files; a RuleSet or Rules: as given. Rules
     read from files count only when proved, unless `unverified`."""
     if rules is None:
-        rules = shipped_rule_files()
+        rules = default_rule_files()
     if isinstance(rules, (str, Path)):
         rules = [rules]
     if isinstance(rules, RuleSet):

@@ -303,8 +303,13 @@ def test_defaults_setters_validate():
 
 
 def test_default_rules_are_the_proved_shipped_ones():
-    for r in resolve_rules(None):
-        assert r.status == "proved"
+    from taso.rules_db import DEFAULT_SETS, default_rule_files
+
+    assert [f.name for f in default_rule_files()] == list(DEFAULT_SETS)
+    assert all(f.exists() for f in default_rule_files())
+    rules = resolve_rules(None)
+    assert rules and all(r.status == "proved" for r in rules)
+    assert len({r.id for r in rules}) == len(rules)  # no set loaded twice
     assert len(resolve_rules(SHIPPED / "fusion.json", unverified=True)) == len(FUSION)
 
 

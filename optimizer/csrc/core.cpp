@@ -303,6 +303,13 @@ int Core::add_rule(Rule r) {
         mark(st.pnode);
         r.plan.push_back(st);
     }
+    const PNode& root = r.src[r.plan[0].pnode];
+    std::vector<int64_t> shape{root.type};
+    for (const Ref& in : root.in) {
+        shape.push_back(in.node < 0 ? -1 : r.src[in.node].type);
+        shape.push_back(in.node < 0 ? 0 : in.idx);
+    }
+    r.root_shape = root_shapes.emplace(shape, static_cast<int>(root_shapes.size())).first->second;
     rules.push_back(std::move(r));
     return ri;
 }
@@ -330,9 +337,10 @@ struct GraphIndex {
     std::vector<int> filter_row;       // per filter class: its row in filter_ok, or -1
     std::vector<int8_t> filter_ok;     // rows of 2 per node: -1 unknown, 0 fails, 1 passes
     std::vector<char> used;            // nodes in the partial match (all 0 between rules)
+    std::vector<int8_t> root_found;    // per root shape: -1 unknown, 0 no candidate, 1 some
 
-    GraphIndex(const Graph& g_, size_t ntypes, size_t nclasses)
-        : g(g_), filter_row(nclasses, -1), used(g_.nodes.size(), 0) {
+    GraphIndex(const Graph& g_, size_t ntypes, size_t nclasses, size_t nroots)
+        : g(g_), filter_row(nclasses, -1), used(g_.nodes.size(), 0), root_found(nroots, -1) {
         index_graph(g, ntypes, by_type, consumers);
     }
 };
@@ -458,8 +466,10 @@ struct Matcher {
 void find_matches(Core& core, GraphIndex& ix, int ri, std::vector<Match>& out) {
     const Rule& r = core.rules[ri];
     const PNode& root = r.src[r.plan[0].pnode];
-    // Most rules fail at the root: its type, the filter, or the types of the
-    // producers its pattern inputs name. Tell that before setting up a match.
+    // Most rules fail at the root: its type or the types of the producers its
+    // pattern inputs name. Tell that, once per root shape, before setting up a match.
+    int8_t& found = ix.root_found[r.root_shape];
+    if (found == 0) return;
     auto fits = [&](const Node& nd, bool swap) {
         for (size_t i = 0; i < root.in.size(); ++i) {
             const Ref& pin = root.in[i];
@@ -469,17 +479,20 @@ void find_matches(Core& core, GraphIndex& ix, int ri, std::vector<Match>& out) {
         }
         return true;
     };
-    bool any = false;
-    for (int c : ix.by_type[root.type]) {
-        const Node& nd = ix.g.nodes[c];
-        if (nd.in.size() != root.in.size()) continue;
-        const bool swappable = core.is_commutative(nd) && !(nd.in[0] == nd.in[1]);
-        if ((fits(nd, false) || (swappable && fits(nd, true)))) {
-            any = true;
-            break;
+    if (found < 0) {
+        found = 0;
+        for (int c : ix.by_type[root.type]) {
+            const Node& nd = ix.g.nodes[c];
+            if (nd.in.size() != root.in.size()) continue;
+            const bool swappable = core.is_commutative(nd) && !(nd.in[0] == nd.in[1]);
+            if (fits(nd, false) || (swappable && fits(nd, true))) {
+                found = 1;
+                break;
+            }
         }
+        if (!found) return;
     }
-    if (any) Matcher(r, ri, core.oracle, core, ix, out).step(0);
+    Matcher(r, ri, core.oracle, core, ix, out).step(0);
 }
 
 // A match is applicable only if every tensor it computes that is not replaced
@@ -530,7 +543,7 @@ bool Core::mirrored(const Graph& g, int ri, const Match& m) {
 }
 
 std::vector<Match> Core::matches(const Graph& g, int ri) {
-    GraphIndex ix(g, kinds.size(), filter_reps.size());
+    GraphIndex ix(g, kinds.size(), filter_reps.size(), root_shapes.size());
     std::vector<Match> all, ok;
     find_matches(*this, ix, ri, all);
     for (auto& m : all)
@@ -762,7 +775,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
 
     auto expand_one = [&](int e) {
         const Graph& g = expanded[e].g;
-        GraphIndex ix(g, kinds.size(), filter_reps.size());
+        GraphIndex ix(g, kinds.size(), filter_reps.size(), root_shapes.size());
         const auto& consumers = ix.consumers;
         for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri) {
             std::vector<Match> found;

@@ -91,6 +91,10 @@ struct Rule {
     };
     std::vector<Symmetry> symmetries;
     std::vector<std::vector<int>> dst_deps;  // per output: variables its target reads
+    // The root's shape (its type, and per input the type and output index of
+    // the pattern node it reads, or a variable): rules of one root shape have
+    // root candidates in a graph alike.
+    int root_shape = 0;
 };
 
 struct Match {
@@ -209,6 +213,7 @@ public:
     std::vector<char> commutative;
     // Per filter class: the (rule, pnode) the oracle's filter is asked about.
     std::vector<std::pair<int, int>> filter_reps;
+    std::unordered_map<std::vector<int64_t>, int, VecHash> root_shapes;  // -> Rule::root_shape
     bool is_commutative(const Node& n) const {
         return n.in.size() == 2 && n.type < static_cast<int>(commutative.size()) &&
                commutative[n.type];
