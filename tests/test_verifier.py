@@ -168,7 +168,10 @@ def test_axiom_report(taso_rules):
     rules = [taso_rules.rules[i] for i in (0, 22)]
     for r, rec in zip(rules, verify_rules(rules, timeout=5, workers=1)):
         r.verification = rec
-    rep = axiom_report(rules, workers=1, check=["ewadd-operands", "ewadd-comm"])
+    seen = []
+    rep = axiom_report(rules, workers=1, check=["ewadd-operands", "ewadd-comm"],
+                       on_done=lambda k, n: seen.append((k, n)))
+    assert seen == [(1, 2), (2, 2)]  # progress per implication check
     assert rep["uses"]["matmul-assoc"] >= 1 and "conv-iconv" in rep["unused"]
     assert rep["implied"] == ["ewadd-operands"]  # ewadd-dim says as much; commutativity is new
     assert "implied by the others" in format_axiom_report(rep)

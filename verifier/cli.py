@@ -41,6 +41,19 @@ def _progress(total: int, stream=sys.stderr):
     return on_done
 
 
+def _steps(what: str, stream=sys.stderr):
+    """A progress line every tenth of the work (every step on a terminal)."""
+    tty = stream.isatty()
+
+    def on_done(n: int, total: int) -> None:
+        if tty or n % max(1, total // 10) == 0 or n == total:
+            line = f"{what}: {n}/{total}"
+            stream.write(("\r" + line if tty else line + "\n") + ("\n" if tty and n == total
+                                                                  else ""))
+            stream.flush()
+    return on_done
+
+
 def summary(rules, wall: float) -> dict:
     counts = {"proved": 0, "refuted": 0, "unknown": 0}
     for r in rules:
@@ -87,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     s = summary(rs.rules, time.perf_counter() - start)
     s["output"] = str(out)
     if args.axiom_report:
-        rep = axiom_report(rs.rules, workers=args.workers)
+        rep = axiom_report(rs.rules, workers=args.workers,
+                           on_done=None if args.json else _steps("axioms checked for implication"))
         s["axiom_report"] = rep
     if args.json:
         print(json.dumps(s, indent=1))

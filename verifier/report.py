@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .axioms import AXIOMS
 
@@ -21,10 +21,16 @@ def _implied(name: str, timeout: float) -> tuple[str, bool]:
     return name, implied(by_name()[name], timeout)
 
 
+def _star_implied(args: tuple[str, float]) -> tuple[str, bool]:
+    return _implied(*args)
+
+
 def axiom_report(rules: Iterable, workers: int = 2, timeout: float = 2.0,
-                 check: Iterable[str] | None = None) -> dict:
+                 check: Iterable[str] | None = None,
+                 on_done: Callable[[int, int], None] | None = None) -> dict:
     """{"uses": {axiom: number of proofs}, "unused": [...], "implied": [...]}; the
-    implication check covers the axioms named in `check` (default: all)."""
+    implication check covers the axioms named in `check` (default: all).
+    `on_done(done, total)` is called as each implication check finishes."""
     uses = Counter()
     for r in rules:
         if r.verification.get("status") == "proved":
@@ -33,7 +39,14 @@ def axiom_report(rules: Iterable, workers: int = 2, timeout: float = 2.0,
     ctx = mp.get_context("spawn")
     with ctx.Pool(max(1, workers)) as pool:
         todo = list(check) if check is not None else names
-        implied = [n for n, yes in pool.starmap(_implied, [(n, timeout) for n in todo]) if yes]
+        found = set()
+        for k, (n, yes) in enumerate(pool.imap_unordered(_star_implied,
+                                                          [(n, timeout) for n in todo]), 1):
+            if yes:
+                found.add(n)
+            if on_done:
+                on_done(k, len(todo))
+        implied = [n for n in todo if n in found]
     return {"uses": {n: uses[n] for n in names}, "unused": [n for n in names if not uses[n]],
             "implied": implied}
 
