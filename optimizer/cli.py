@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search the whole graph at once instead of pieces")
     p.add_argument("--time-limit", type=float, default=0.0,
                    help="seconds of search per piece at most (default: no limit)")
+    p.add_argument("--min-gain", type=float, default=None, metavar="FRACTION",
+                   help="keep a piece's rewrite only if its cost falls by more than this "
+                        "(default: 0 for analytic, 0.03 for measured cost models)")
     p.add_argument("--seed", type=int, default=0, help="seed of the check's random inputs")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run_search(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
                         cost_model=model, partition=not args.no_partition,
                         unverified=args.unverified, time_limit=args.time_limit,
-                        progress=None if args.quiet else progress)
+                        min_gain=args.min_gain, progress=None if args.quiet else progress)
     if tty:
         say("")
     try:

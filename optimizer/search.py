@@ -127,13 +127,16 @@ class SearchReport:
 def run_search(graph: Graph, alpha: float | None = None, budget: int | None = None,
                rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
                partition: bool = True, unverified: bool = False, fold: bool = True,
-               time_limit: float = 0.0,
+               time_limit: float = 0.0, min_gain: float | None = None,
                progress: Callable[[int, int, int, float], None] | None = None) -> SearchReport:
     """Optimize `graph`; returns the report with the optimized graph.
+    A piece's rewrite is kept when its whole-graph cost falls by more than
+    `min_gain` (a fraction; default: the cost model's own `min_gain`).
     `progress(piece, pieces, expanded, best_cost)` is called while searching."""
     alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
     budget = DEFAULTS["budget"] if budget is None else int(budget)
     model = get_cost_model(cost_model)
+    margin = model.min_gain if min_gain is None else float(min_gain)
     rule_list = resolve_rules(rules, unverified)
     if not rule_list:
         log.warning("no rules to search with (the shipped sets have no proved rules; "
@@ -170,8 +173,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         res = results[key]
         best = engine.from_core(res["best"], pg)
         # A device that fuses can run a rewrite slower than its node costs say:
-        # keep it only if the model's whole-graph cost agrees (cost/measured.py).
-        if res["applied"] and model.graph_cost(best) >= model.graph_cost(pg):
+        # keep it only if the model's whole-graph cost agrees (cost/measured.py),
+        # by more than the gain the model can resolve.
+        if res["applied"] and model.graph_cost(best) >= (1 - margin) * model.graph_cost(pg):
             best = pg
         else:
             applied.update(engine.rules[i].id for i in res["applied"])
@@ -196,6 +200,6 @@ def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None
              rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
              **options: Any) -> Graph:
     """The optimized graph (weight-only subgraphs folded). Options: partition,
-    unverified, fold, time_limit (see `run_search`)."""
+    unverified, fold, time_limit, min_gain (see `run_search`)."""
     return run_search(graph, alpha, budget, rules, cost_model, **options).graph
 

@@ -101,6 +101,17 @@ def test_matmul_chain_is_reassociated_when_cheaper():
     assert_same(g, r.graph, tol=1e-3)
 
 
+def test_rewrites_below_the_minimum_gain_are_not_kept():
+    g = _chain([(512, 512), (512, 512), (512, 1)])
+    r = run_search(g, budget=20, rules=[REASSOC])
+    gain = 1 - r.cost_after / r.cost_before
+    assert gain > 0.1
+    kept = run_search(g, budget=20, rules=[REASSOC], min_gain=gain - 0.05)
+    assert kept.rules_applied == {"reassoc": 1}
+    refused = run_search(g, budget=20, rules=[REASSOC], min_gain=gain + 0.05)
+    assert refused.rules_applied == {} and refused.cost_after == pytest.approx(r.cost_before)
+
+
 def test_matmul_chain_is_kept_when_reassociation_costs_more():
     g = _chain([(1, 512), (512, 512), (512, 512)])
     r = run_search(g, budget=20, rules=[REASSOC])

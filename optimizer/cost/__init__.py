@@ -24,6 +24,10 @@ class CostModel:
 
     name: str = ""
     device: str = ""  # identifies the device, part of persistent cache keys
+    # The search keeps a rewrite of a piece only when the piece's graph_cost
+    # falls by more than this fraction. Exact models trust any gain; a measured
+    # one cannot tell a small predicted gain from its own timing spread.
+    min_gain: float = 0.0
 
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
         """Milliseconds for one node of registered operator `op` with these

@@ -80,6 +80,7 @@ class MemoryWeighted(CostModel):
         self.memory_weight = float(memory_weight)
         self.name = f"{base.name}+memory"
         self.device = base.device
+        self.min_gain = base.min_gain
 
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape], **kw: Any) -> float:
         return self.base.op_cost(op, attrs, shapes, **kw) + self.memory_weight * \
