@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,11 +27,10 @@ import onnx
 from taso.optimizer.cost.factory import make_cost_model
 from taso.optimizer.cost.ort import (
     Runner,
-    clock_for,
     cpu_name,
     default_threads,
     make_session,
-    time_runs,
+    time_interleaved,
 )
 
 import taso
@@ -90,24 +88,6 @@ def check_same_outputs(ref: list[np.ndarray], got: list[np.ndarray], label: str)
     if worst > 1e-3:
         raise AssertionError(f"{label}: outputs differ from the original's (rel {worst:.2e})")
     return worst
-
-
-def time_interleaved(runners: dict[str, Runner], rounds: int, round_ms: float,
-                     threads: int) -> dict[str, float]:
-    """Median milliseconds per column; each round runs every column in turn (as
-    many runs as fill about `round_ms`, at least one), the starting column
-    rotating from round to round. Timed by the clock the cost model uses
-    (`clock_for`)."""
-    clock = clock_for(threads)
-    names = list(runners)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    first = {n: time_runs(runners[n], warmup=2, repeats=1, clock=clock)[0] for n in names}
-    per_round = max(1, int(round_ms / max(max(first.values()), 1e-3)))
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            samples[name] += time_runs(runners[name], warmup=0, repeats=per_round,
-                                       clock=clock)
-    return {n: statistics.median(s) for n, s in samples.items()}
 
 
 def measured_latency(cost_model, graph, onnx_ms: float) -> float:

@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-gain", type=float, default=None, metavar="FRACTION",
                    help="keep a piece's rewrite only if its cost falls by more than this "
                         "(default: 0 for analytic, 0.03 for measured cost models)")
+    p.add_argument("--no-validate", action="store_true",
+                   help="with a measured cost model, do not time the whole optimized model "
+                        "against the original before keeping it")
     p.add_argument("--seed", type=int, default=0, help="seed of the check's random inputs")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -112,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     report = run_search(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
                         cost_model=model, partition=not args.no_partition,
                         unverified=args.unverified, time_limit=args.time_limit,
-                        min_gain=args.min_gain, progress=None if args.quiet else progress)
+                        min_gain=args.min_gain, validate=not args.no_validate,
+                        progress=None if args.quiet else progress)
     if tty:
         say("")
     try:

@@ -28,6 +28,10 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
                            f"folding {d['fold_seconds']:.3f})"),
         ("rules", f"{d['num_rules']} loaded"),
     ]
+    v = d.get("validated")
+    if v:
+        rows.append(("measured", f"{v['original_ms']:.3f} ms -> {v['optimized_ms']:.3f} ms, "
+                                 + ("kept" if v["kept"] else "not faster: original kept")))
     if d.get("max_error") is not None:
         rows.append(("max error", f"{d['max_error']:.3g} (onnxruntime, original vs optimized)"))
     for k, v in extra.items():

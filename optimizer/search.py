@@ -120,6 +120,7 @@ class SearchReport:
         d["ops_before"] = self.extra.get("ops_before")
         d["core_counters"] = self.extra.get("core")
         d["ops_after"] = self.graph.num_ops()
+        d["validated"] = self.extra.get("validated")
         return d
 
 
@@ -127,11 +128,13 @@ class SearchReport:
 def run_search(graph: Graph, alpha: float | None = None, budget: int | None = None,
                rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
                partition: bool = True, unverified: bool = False, fold: bool = True,
-               time_limit: float = 0.0, min_gain: float | None = None,
+               time_limit: float = 0.0, min_gain: float | None = None, validate: bool = True,
                progress: Callable[[int, int, int, float], None] | None = None) -> SearchReport:
     """Optimize `graph`; returns the report with the optimized graph.
     A piece's rewrite is kept when its whole-graph cost falls by more than
-    `min_gain` (a fraction; default: the cost model's own `min_gain`).
+    `min_gain` (a fraction; default: the cost model's own `min_gain`). With a
+    model that can time whole graphs (`time_models`) and `validate`, the
+    result is kept only if it also measures faster by that margin.
     `progress(piece, pieces, expanded, best_cost)` is called while searching."""
     alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
     budget = DEFAULTS["budget"] if budget is None else int(budget)
@@ -185,14 +188,29 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     if fold:
         out = fold_weights(out)
     t2 = time.perf_counter()
+    validated = None
+    time_models = getattr(model, "time_models", None)
+    if validate and applied and time_models is not None:
+        # The last word is the device's: both whole models, timed against each
+        # other. Node and chain costs cannot see everything a runtime does
+        # with a graph (NasRNN's relu merges: predicted cheaper, ran slower).
+        before_ms, after_ms = time_models([fold_weights(g) if fold else g, out])
+        validated = {"original_ms": before_ms, "optimized_ms": after_ms,
+                     "kept": after_ms < (1 - margin) * before_ms}
+        if not validated["kept"]:
+            log.info("kept the original: it measured %.3f ms, the optimized %.3f ms",
+                     before_ms, after_ms)
+            out, applied = (fold_weights(g) if fold else g), Counter()
+    t3 = time.perf_counter()
     report = SearchReport(
         graph=out, cost_before=engine.to_core(g).cost, cost_after=engine.to_core(out).cost,
         rules_applied=dict(sorted(applied.items())), explored=explored, generated=generated,
-        seconds=t2 - t0, search_seconds=t1 - t0, core_seconds=core_seconds,
+        seconds=t3 - t0, search_seconds=t1 - t0, core_seconds=core_seconds,
         fold_seconds=t2 - t1, pieces=len(graphs),
         distinct_pieces=len(results),
         num_rules=len(engine.rules), cost_model=model.name,
-        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters)})
+        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters),
+               "validated": validated})
     return report
 
 
@@ -200,6 +218,6 @@ def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None
              rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
              **options: Any) -> Graph:
     """The optimized graph (weight-only subgraphs folded). Options: partition,
-    unverified, fold, time_limit, min_gain (see `run_search`)."""
+    unverified, fold, time_limit, min_gain, validate (see `run_search`)."""
     return run_search(graph, alpha, budget, rules, cost_model, **options).graph
 

@@ -75,6 +75,8 @@ class MemoryWeighted(CostModel):
     peak (a merged MatMul plus Split allocates its result twice) and steers the
     search the same way."""
 
+    time_models = None  # the objective is not time alone: no timed verdict
+
     def __init__(self, base: CostModel, memory_weight: float):
         self.base = base
         self.memory_weight = float(memory_weight)

@@ -137,6 +137,24 @@ def median_ms(fn: Callable[[], Any], **timing: Any) -> float:
     return statistics.median(time_runs(fn, **timing))
 
 
+def time_interleaved(runners: dict[str, Runner], rounds: int, round_ms: float,
+                     threads: int) -> dict[str, float]:
+    """Median milliseconds per column; each round runs every column in turn (as
+    many runs as fill about `round_ms`, at least one), the starting column
+    rotating from round to round. Timed by the clock the cost model uses
+    (`clock_for`)."""
+    clock = clock_for(threads)
+    names = list(runners)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    first = {n: time_runs(runners[n], warmup=2, repeats=1, clock=clock)[0] for n in names}
+    per_round = max(1, int(round_ms / max(max(first.values()), 1e-3)))
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name] += time_runs(runners[name], warmup=0, repeats=per_round,
+                                       clock=clock)
+    return {n: statistics.median(s) for n, s in samples.items()}
+
+
 def weight_copies(const_bytes: int, limit: int = 16) -> int:
     """How many copies of a node with `const_bytes` of constant inputs to time
     side by side so that each copy's constants are evicted from the caches by
@@ -239,6 +257,24 @@ class OrtCostModel(MeasuredCostModel):
         model, feeds = export_onnx(g), g.random_inputs(seed=0)
         ms = median_ms(Runner(make_session(model, self.threads), feeds), **self.timing)
         return ms * (1 - self.layout_share(model, feeds)) if self.exclude_layout else ms
+
+    def time_models(self, graphs: Sequence[Graph], rounds: int = 11,
+                    round_ms: float = 50.0) -> list[float]:
+        """Milliseconds of one run of each whole graph, timed against each
+        other: two sessions per graph (sessions of one model differ by where
+        their buffers land), interleaved round by round; the mean of the two
+        sessions' medians."""
+        from taso import export_onnx
+
+        start = time.perf_counter()
+        runners = {}
+        for k, g in enumerate(graphs):
+            model, feeds = export_onnx(g), g.random_inputs(seed=0)
+            for s in "ab":
+                runners[f"{k}{s}"] = Runner(make_session(model, self.threads), feeds)
+        ms = time_interleaved(runners, rounds, round_ms, self.threads)
+        self.measure_seconds += time.perf_counter() - start
+        return [(ms[f"{k}a"] + ms[f"{k}b"]) / 2 for k in range(len(graphs))]
 
     def layout_share(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
         """The fraction of kernel time spent in the layout changes (to and from
