@@ -348,7 +348,6 @@ struct GraphIndex {
 struct Matcher {
     const Graph& g;
     const Rule& r;
-    int ri;
     Oracle& oracle;
     const Core& core;
     GraphIndex& ix;
@@ -356,9 +355,8 @@ struct Matcher {
     Match m;
     std::vector<char>& used;
 
-    Matcher(const Rule& r_, int ri_, Oracle& o, const Core& c, GraphIndex& ix_,
-            std::vector<Match>& out)
-        : g(ix_.g), r(r_), ri(ri_), oracle(o), core(c), ix(ix_), found(out), used(ix_.used) {
+    Matcher(const Rule& r_, Oracle& o, const Core& c, GraphIndex& ix_, std::vector<Match>& out)
+        : g(ix_.g), r(r_), oracle(o), core(c), ix(ix_), found(out), used(ix_.used) {
         m.nodes.assign(r.src.size(), -1);
         m.vars.assign(r.nvars, Ref{});
         m.swap.assign(r.src.size(), 0);
@@ -492,7 +490,7 @@ void find_matches(Core& core, GraphIndex& ix, int ri, std::vector<Match>& out) {
         }
         if (!found) return;
     }
-    Matcher(r, ri, core.oracle, core, ix, out).step(0);
+    Matcher(r, core.oracle, core, ix, out).step(0);
 }
 
 // A match is applicable only if every tensor it computes that is not replaced
