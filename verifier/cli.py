@@ -21,6 +21,12 @@ from .report import axiom_report, format_axiom_report
 from .run import apply_records, verify_rules
 
 
+def _show(stream, tty: bool, line: str, last: bool) -> None:
+    """One progress line: redrawn in place on a terminal, appended otherwise."""
+    stream.write(("\r" + line if tty else line + "\n") + ("\n" if tty and last else ""))
+    stream.flush()
+
+
 def _progress(total: int, stream=sys.stderr):
     counts = {"proved": 0, "refuted": 0, "unknown": 0}
     done = [0]
@@ -33,11 +39,8 @@ def _progress(total: int, stream=sys.stderr):
         n = done[0]
         if tty or n % step == 0 or n == total:
             bar = "#" * (30 * n // total) + "." * (30 - 30 * n // total)
-            line = (f"[{bar}] {n}/{total}  proved {counts['proved']}  refuted "
-                    f"{counts['refuted']}  unknown {counts['unknown']}")
-            stream.write(("\r" + line if tty else line + "\n") + ("\n" if tty and n == total
-                                                                  else ""))
-            stream.flush()
+            _show(stream, tty, f"[{bar}] {n}/{total}  proved {counts['proved']}  refuted "
+                               f"{counts['refuted']}  unknown {counts['unknown']}", n == total)
     return on_done
 
 
@@ -47,10 +50,7 @@ def _steps(what: str, stream=sys.stderr):
 
     def on_done(n: int, total: int) -> None:
         if tty or n % max(1, total // 10) == 0 or n == total:
-            line = f"{what}: {n}/{total}"
-            stream.write(("\r" + line if tty else line + "\n") + ("\n" if tty and n == total
-                                                                  else ""))
-            stream.flush()
+            _show(stream, tty, f"{what}: {n}/{total}", n == total)
     return on_done
 
 

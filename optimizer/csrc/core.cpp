@@ -377,10 +377,6 @@ struct Matcher {
         return v;
     }
 
-    bool swappable(const Node& nd) const {
-        return core.is_commutative(nd) && !(nd.in[0] == nd.in[1]);
-    }
-
     // The graph tensor that input i of matched pattern node p reads.
     const Ref& input(int p, int i) const {
         return g.nodes[m.nodes[p]].in[m.swap[p] ? 1 - i : i];
@@ -421,7 +417,7 @@ struct Matcher {
         }
         const Step& st = r.plan[s];
         auto attempt = [&](int c) {
-            const int orders = swappable(g.nodes[c]) ? 2 : 1;
+            const int orders = core.swappable(g.nodes[c]) ? 2 : 1;
             for (int swap = 0; swap < orders; ++swap) {
                 std::vector<int> bound;
                 if (assign(st.pnode, c, swap, bound)) {
@@ -452,7 +448,7 @@ struct Matcher {
                     const auto& in = g.nodes[c].in;
                     const bool at_pos = static_cast<int>(in.size()) > st.pos && in[st.pos] == t;
                     // A commutative consumer may read it at the other operand.
-                    if (at_pos || (swappable(g.nodes[c]) && in[1 - st.pos] == t)) attempt(c);
+                    if (at_pos || (core.swappable(g.nodes[c]) && in[1 - st.pos] == t)) attempt(c);
                 }
                 break;
             }
@@ -482,8 +478,7 @@ void find_matches(Core& core, GraphIndex& ix, int ri, std::vector<Match>& out) {
         for (int c : ix.by_type[root.type]) {
             const Node& nd = ix.g.nodes[c];
             if (nd.in.size() != root.in.size()) continue;
-            const bool swappable = core.is_commutative(nd) && !(nd.in[0] == nd.in[1]);
-            if (fits(nd, false) || (swappable && fits(nd, true))) {
+            if (fits(nd, false) || (core.swappable(nd) && fits(nd, true))) {
                 found = 1;
                 break;
             }

@@ -218,6 +218,8 @@ public:
         return n.in.size() == 2 && n.type < static_cast<int>(commutative.size()) &&
                commutative[n.type];
     }
+    // A commutative node whose two operands differ: it matches in two orders.
+    bool swappable(const Node& n) const { return is_commutative(n) && !(n.in[0] == n.in[1]); }
     // Work counters, for benchmarks: structural matches, matches that passed
     // every check, graphs built, rewrites known by hash, graphs queued.
     size_t n_matches = 0, n_applicable = 0, n_built = 0, n_known = 0, n_pushed = 0;
