@@ -37,6 +37,9 @@ import taso
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("original", "onnxsim", "onnxoptimizer", "taso")
+# The original timed again with sessions of its own: its ratio to "original" is
+# this run's noise, what any column's ratio reads when nothing changed.
+AGAIN = "original again"
 
 # Tensat's published speedups over the original graph (its Table 2, relative
 # gain), the bar this project sets itself.
@@ -109,21 +112,27 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
     best = report.graph
     models["taso"] = taso.export_onnx(best)
 
+    models[AGAIN] = models["original"]
     feeds = {k: v for k, v in graph.random_inputs(seed=0).items()}
     runners, outputs = {}, {}
-    for col in COLUMNS:
-        sess = make_session(models[col], args.threads)
-        names = [i.name for i in sess.get_inputs()]
-        outputs[col] = sess.run(None, {n: feeds[n] for n in names})
-        runners[col] = Runner(sess, {n: feeds[n] for n in names})
+    for col in (*COLUMNS, AGAIN):
+        # Several sessions a column: sessions of one model differ by where
+        # their buffers land, by a few percent on this VM.
+        for s in range(args.sessions):
+            sess = make_session(models[col], args.threads)
+            names = [i.name for i in sess.get_inputs()]
+            outputs.setdefault(col, sess.run(None, {n: feeds[n] for n in names}))
+            runners[(col, s)] = Runner(sess, {n: feeds[n] for n in names})
     errors = {col: check_same_outputs(outputs["original"], outputs[col], f"{name}/{col}")
               for col in COLUMNS[1:]}
-    latency = time_interleaved(runners, args.rounds, args.round_ms, args.threads)
+    per_session = time_interleaved(runners, args.rounds, args.round_ms, args.threads)
+    latency = {col: float(np.mean([per_session[(col, s)] for s in range(args.sessions)]))
+               for col in (*COLUMNS, AGAIN)}
 
     row: dict[str, Any] = {
         "model": name, "ops_before": graph.num_ops(), "ops_after": best.num_ops(),
         "latency_ms": latency,
-        "speedup": {c: latency["original"] / latency[c] for c in COLUMNS},
+        "speedup": {c: latency["original"] / latency[c] for c in (*COLUMNS, AGAIN)},
         "max_rel_error": errors, "search_s": search_s, "measure_s": measure_s,
         "validate_s": validate_s, "validated": report.extra.get("validated"),
         "rules_applied": report.rules_applied,
@@ -144,9 +153,9 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
 def markdown(rows: list[dict[str, Any]], header: str) -> str:
     lines = [header, "",
              "| model | ops before → after | original ms | onnxsim | onnxoptimizer | taso "
-             "| Tensat's gain | search s | measure s | validate s | predicted (orig / taso) ms "
-             "| prediction error (orig / taso) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| noise (A/A) | Tensat's gain | search s | measure s | validate s "
+             "| predicted (orig / taso) ms | prediction error (orig / taso) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lat, sp = r["latency_ms"], r["speedup"]
         cell = {c: f"{lat[c]:.2f} ms ×{sp[c]:.2f}" for c in COLUMNS[1:]}
@@ -155,7 +164,8 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
         err = r.get("prediction_error")
         lines.append(
             f"| {r['model']} | {r['ops_before']} → {r['ops_after']} | {lat['original']:.2f} "
-            f"| {cell['onnxsim']} | {cell['onnxoptimizer']} | {cell['taso']} | {tensat} "
+            f"| {cell['onnxsim']} | {cell['onnxoptimizer']} | {cell['taso']} "
+            f"| {noise(r)} | {tensat} "
             f"| {r['search_s']:.1f} | {r['measure_s']:.1f} | {r.get('validate_s', 0.0):.1f} "
             + (f"| {pred['original']:.2f} / {pred['taso']:.2f} "
                f"| {err['original']:+.0%} / {err['taso']:+.0%} |" if pred else "| — | — |"))
@@ -164,6 +174,12 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
         fired = sorted(r.get("rules_applied", {}).items(), key=lambda kv: -kv[1])
         lines.append(f"- {r['model']}: " + (", ".join(f"{k} ×{v}" for k, v in fired) or "none"))
     return "\n".join(lines) + "\n"
+
+
+def noise(row: dict[str, Any]) -> str:
+    """The A/A ratio of a row, or a dash for a record from before it was measured."""
+    again = row["speedup"].get(AGAIN)
+    return f"×{again:.2f}" if again is not None else "—"
 
 
 def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -181,6 +197,9 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     tensat = [1 + TENSAT_GAIN.get(n, np.nan) for n in names]
     ax.scatter(x + width, tensat, marker="_", s=400, color="black", zorder=3,
                label="Tensat (published)")
+    again = [r["speedup"].get(AGAIN, np.nan) for r in rows]
+    ax.scatter(x, again, marker="x", s=40, color="dimgray", zorder=3,
+               label="original again (noise)")
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_xticks(x, names, rotation=20)
     ax.set_ylabel("speedup over the original (onnxruntime)")
@@ -205,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unverified", action="store_true",
                    help="also use rules the verifier has not proved")
     p.add_argument("--rounds", type=int, default=21)
+    p.add_argument("--sessions", type=int, default=2,
+                   help="onnxruntime sessions a column, their medians averaged")
     p.add_argument("--round-ms", type=float, default=50.0,
                    help="runs of each column per round fill about this long (at least one)")
     p.add_argument("--small", action="store_true", help="the builders' small variants")
@@ -219,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
               f"column, {args.threads} intra-op thread(s), {cpu_name()}; cost model "
               f"{cost_model.name} ({cost_model.device}); alpha {args.alpha}, budget "
               f"{args.budget}" + (", unverified rules too" if args.unverified else "")
-              + f"; median over {args.rounds} interleaved rounds of ≥{args.round_ms:g} ms "
-              "a column, timed by "
+              + f"; {args.sessions} session(s) a column, each the median over "
+              f"{args.rounds} interleaved rounds of ≥{args.round_ms:g} ms, timed by "
               + ("the thread's CPU time" if args.threads == 1 else "the wall clock")
               + ("; predictions against whole-model runs on the GPU." if args.cost_model == "cupy"
                  else "."))
