@@ -27,6 +27,7 @@ import onnx
 from taso.optimizer.cost.factory import make_cost_model
 from taso.optimizer.cost.ort import (
     Runner,
+    balanced_order,
     cpu_name,
     default_threads,
     make_session,
@@ -115,10 +116,11 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
     models[AGAIN] = models["original"]
     feeds = {k: v for k, v in graph.random_inputs(seed=0).items()}
     runners, outputs = {}, {}
-    for col in (*COLUMNS, AGAIN):
-        # Several sessions a column: sessions of one model differ by where
-        # their buffers land, by a few percent on this VM.
-        for s in range(args.sessions):
+    # Several sessions a column: sessions of one model differ by where their
+    # buffers land, by a few percent on this VM, and later ones tended to run
+    # faster; so the creation order reverses from one session to the next.
+    for s in range(args.sessions):
+        for col in balanced_order((*COLUMNS, AGAIN), s):
             sess = make_session(models[col], args.threads)
             names = [i.name for i in sess.get_inputs()]
             outputs.setdefault(col, sess.run(None, {n: feeds[n] for n in names}))

@@ -112,6 +112,27 @@ def test_rewrites_below_the_minimum_gain_are_not_kept():
     assert refused.rules_applied == {} and refused.cost_after == pytest.approx(r.cost_before)
 
 
+@pytest.mark.parametrize("timings,kept", [((2.0, 1.0), True), ((1.0, 1.0), False),
+                                          ((1.0, 2.0), False)])
+def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
+    from taso.optimizer.cost.analytic import AnalyticCost
+
+    class Timed(AnalyticCost):  # a user model that also times whole graphs
+        min_gain = 0.03
+
+        def time_models(self, graphs):
+            assert len(graphs) == 2
+            return list(timings)
+
+    g = _chain([(512, 512), (512, 512), (512, 1)])
+    r = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed())
+    assert r.extra["validated"]["kept"] is kept
+    assert r.rules_applied == ({"reassoc": 1} if kept else {})
+    assert (r.cost_after < r.cost_before) is kept
+    unchecked = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed(), validate=False)
+    assert unchecked.rules_applied == {"reassoc": 1} and unchecked.extra["validated"] is None
+
+
 def test_matmul_chain_is_kept_when_reassociation_costs_more():
     g = _chain([(1, 512), (512, 512), (512, 512)])
     r = run_search(g, budget=20, rules=[REASSOC])

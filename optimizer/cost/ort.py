@@ -20,10 +20,10 @@ import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx
@@ -137,15 +137,27 @@ def median_ms(fn: Callable[[], Any], **timing: Any) -> float:
     return statistics.median(time_runs(fn, **timing))
 
 
-def time_interleaved(runners: dict[str, Runner], rounds: int, round_ms: float,
-                     threads: int) -> dict[str, float]:
+T = TypeVar("T")
+
+
+def balanced_order(items: Iterable[T], session: int) -> list[T]:
+    """The order to create the `session`-th session of each of `items` in:
+    forward, then backward, and so on. Sessions created later tended to run a
+    few percent faster on this VM (NasRNN, NasNet-A), which would favour
+    whichever model is created last."""
+    items = list(items)
+    return items if session % 2 == 0 else items[::-1]
+
+
+def time_interleaved(runners: dict[Hashable, Runner], rounds: int, round_ms: float,
+                     threads: int) -> dict[Hashable, float]:
     """Median milliseconds per column; each round runs every column in turn (as
     many runs as fill about `round_ms`, at least one), the starting column
     rotating from round to round. Timed by the clock the cost model uses
     (`clock_for`)."""
     clock = clock_for(threads)
     names = list(runners)
-    samples: dict[str, list[float]] = {n: [] for n in names}
+    samples: dict[Hashable, list[float]] = {n: [] for n in names}
     first = {n: time_runs(runners[n], warmup=2, repeats=1, clock=clock)[0] for n in names}
     per_round = max(1, int(round_ms / max(max(first.values()), 1e-3)))
     for r in range(rounds):
@@ -266,13 +278,14 @@ class OrtCostModel(MeasuredCostModel):
         sessions' medians."""
         from taso import export_onnx
 
+        exported = [(export_onnx(g), g.random_inputs(seed=0)) for g in graphs]
         runners = {}
-        for k, g in enumerate(graphs):
-            model, feeds = export_onnx(g), g.random_inputs(seed=0)
-            for s in "ab":
-                runners[f"{k}{s}"] = Runner(make_session(model, self.threads), feeds)
+        for s in range(2):
+            for k in balanced_order(range(len(graphs)), s):
+                runners[(k, s)] = Runner(make_session(exported[k][0], self.threads),
+                                         exported[k][1])
         ms = time_interleaved(runners, rounds, round_ms, self.threads)
-        return [(ms[f"{k}a"] + ms[f"{k}b"]) / 2 for k in range(len(graphs))]
+        return [(ms[(k, 0)] + ms[(k, 1)]) / 2 for k in range(len(graphs))]
 
     def layout_share(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
         """The fraction of kernel time spent in the layout changes (to and from

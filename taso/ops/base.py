@@ -52,7 +52,7 @@ def register(cls: type[Op]) -> type[Op]:
 
 def onnx_importer(*op_types: str) -> Callable:
     """Decorator: register a function that turns ONNX nodes of these types into IR nodes.
-    It receives an import context (see taso.onnx_io.ImportContext) and returns the
+    It receives an import context (see taso.onnx_io.load.ImportContext) and returns the
     node's output tensors."""
 
     def deco(fn: Callable) -> Callable:

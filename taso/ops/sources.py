@@ -54,7 +54,7 @@ class Opaque(Op):
         return list(a["out_shapes"])
 
     def ref(self, a, *xs):
-        # Exported by taso.onnx_io.emit_opaque, which also needs the input dtypes.
+        # Exported by taso.onnx_io.export.emit_opaque, which also needs the input dtypes.
         from ..onnx_io import run_attrs
 
         return run_attrs(a, xs)

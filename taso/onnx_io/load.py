@@ -1,19 +1,16 @@
-"""ONNX import and export.
+"""Loading: an ONNX model read, checked and turned into a `Graph`.
 
-`load_onnx` turns a model into a `Graph`: graph inputs keep their names and
-dtypes, initializers and Constant nodes become weights, each node goes to the
-importer its operator registered (`taso.ops.base.onnx_importer`), and every
-node without one (or whose importer declines) becomes an `opaque` node that
-onnxruntime evaluates and no rule matches. `export_onnx` writes a Graph back
-through each operator's `onnx` method. Errors in the model are `ModelError`s
-with a one-line message.
+Graph inputs keep their names and dtypes, initializers and Constant nodes
+become weights, each node goes to the importer its operator registered
+(`taso.ops.base.onnx_importer`), and every node without one (or whose importer
+declines) becomes an `opaque` node that onnxruntime evaluates and no rule
+matches. Errors in the model are `ModelError`s with a one-line message.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,14 +18,20 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
-from .errors import ModelError
-from .ir import Graph, Node, Tensor
-from .ops import ONNX_IMPORTERS, OPS, ShapeError, get_op
-from .ops.base import Shape
-
-MIN_OPSET = 13  # older models are converted up to this opset on load
-DEFAULT_OPSET = 17
-MIN_IR = 10  # the exported IR version: covers every tensor type onnxruntime reads
+from ..errors import ModelError
+from ..ir import Graph, Node, Tensor
+from ..ops import ONNX_IMPORTERS, OPS, ShapeError, get_op
+from ..ops.base import Shape
+from .common import (
+    ELEM_TYPES,
+    MIN_OPSET,
+    array_dtype,
+    dtype_name,
+    first_line,
+    outer_names,
+    signature,
+)
+from .opaque import run_attrs, run_opaque, session_options
 
 # Opaque operators never folded into weights: their value is not a function of
 # their inputs.
@@ -36,36 +39,6 @@ RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifor
               "Bernoulli", "Multinomial"}
 
 
-# ---- dtypes ---------------------------------------------------------------------
-def dtype_name(elem_type: int) -> str:
-    """The IR's dtype string for an ONNX element type: the numpy name where numpy
-    (or ml_dtypes) has one, "string" for strings."""
-    if elem_type == TensorProto.STRING:
-        return "string"
-    try:
-        return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
-    except (KeyError, TypeError, ValueError):
-        return TensorProto.DataType.Name(elem_type).lower()
-
-
-_ELEM: dict[str, int] = {}
-for _name, _v in TensorProto.DataType.items():
-    if _v:
-        _ELEM.setdefault(dtype_name(_v), _v)
-
-
-def elem_type(dtype: str) -> int:
-    try:
-        return _ELEM[dtype]
-    except KeyError:
-        raise ModelError(f"dtype {dtype!r} has no ONNX element type") from None
-
-
-def array_dtype(x: np.ndarray) -> str:
-    return "string" if x.dtype == object or x.dtype.kind in "US" else str(x.dtype)
-
-
-# ---- loading --------------------------------------------------------------------
 def load_onnx(src: str | os.PathLike | bytes | onnx.ModelProto,
               input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Load an ONNX model (a path, serialized bytes or a ModelProto) as a Graph.
@@ -94,7 +67,7 @@ def _read(src: Any) -> onnx.ModelProto:
         m = onnx.load_model_from_string(data)
     except Exception as e:  # protobuf raises DecodeError and friends
         raise ModelError(f"cannot parse {what} as an ONNX model "
-                         f"(truncated or malformed): {_line(e)}") from None
+                         f"(truncated or malformed): {first_line(e)}") from None
     if not m.HasField("graph") or not m.graph.output:
         raise ModelError(f"{what} holds no graph with outputs (truncated or malformed?)")
     if not isinstance(src, (bytes, bytearray)) and any(
@@ -102,13 +75,8 @@ def _read(src: Any) -> onnx.ModelProto:
         try:
             onnx.external_data_helper.load_external_data_for_model(m, os.path.dirname(what))
         except Exception as e:
-            raise ModelError(f"cannot read the external data of {what}: {_line(e)}") from None
+            raise ModelError(f"cannot read the external data of {what}: {first_line(e)}") from None
     return m
-
-
-def _line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0] if s else type(e).__name__
 
 
 def _bind_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
@@ -173,70 +141,21 @@ def _normalize(model: onnx.ModelProto) -> onnx.ModelProto:
         try:
             model = onnx.inliner.inline_local_functions(model)
         except Exception as e:
-            raise ModelError(f"cannot inline the model's local functions: {_line(e)}") from None
+            raise ModelError("cannot inline the model's local functions: "
+                             f"{first_line(e)}") from None
     v = _opset_of(model)
     if 0 < v < MIN_OPSET:
         try:
             converted = onnx.version_converter.convert_version(model, MIN_OPSET)
         except Exception:
             return model  # unknown ops block conversion; importers read ctx.opset
-        if _signature(converted.graph) == _signature(model.graph):
+        if signature(converted.graph) == signature(model.graph):
             return converted  # else the conversion changed what the model takes (Scan-8)
     return model
 
 
-def _signature(g: onnx.GraphProto) -> list[tuple[str, Any]]:
-    """What a graph takes (names and full types) and gives (names, element types)."""
-    return ([(v.name, v.type.SerializeToString()) for v in g.input]
-            + [(v.name, v.type.tensor_type.elem_type) for v in g.output])
-
-
 def _node_label(node: onnx.NodeProto, k: int) -> str:
     return f"{node.name!r} ({node.op_type})" if node.name else f"#{k} ({node.op_type})"
-
-
-def _subgraphs(attrs: Sequence[AttributeProto]) -> list[onnx.GraphProto]:
-    out = []
-    for a in attrs:
-        if a.type == AttributeProto.GRAPH:
-            out.append(a.g)
-        elif a.type == AttributeProto.GRAPHS:
-            out.extend(a.graphs)
-    return out
-
-
-def outer_names(attrs: Sequence[AttributeProto]) -> list[str]:
-    """Names that the subgraphs in `attrs` read from the enclosing scope, sorted."""
-    free: set[str] = set()
-
-    def visit(g: onnx.GraphProto, bound: set[str]) -> None:
-        bound = bound | {v.name for v in g.input} | {t.name for t in g.initializer}
-        for n in g.node:
-            for s in _subgraphs(n.attribute):
-                visit(s, bound)
-            free.update(i for i in n.input if i and i not in bound)
-            bound |= set(n.output)
-        free.update(o.name for o in g.output if o.name not in bound)
-
-    for s in _subgraphs(attrs):
-        visit(s, set())
-    return sorted(free)
-
-
-def _all_names(attrs: Sequence[AttributeProto]) -> set[str]:
-    """Every tensor name used anywhere in the subgraphs of `attrs`."""
-    names: set[str] = set()
-    stack = _subgraphs(attrs)
-    while stack:
-        g = stack.pop()
-        names.update(v.name for v in (*g.input, *g.output, *g.value_info))
-        names.update(t.name for t in g.initializer)
-        for n in g.node:
-            names.update(n.input)
-            names.update(n.output)
-            stack.extend(_subgraphs(n.attribute))
-    names.discard("")
-    return names
 
 
 def _topo_order(graph: onnx.GraphProto, defined: set[str]) -> list[int]:
@@ -338,7 +257,7 @@ def _measure_types(model: onnx.ModelProto, names: list[str],
     rng = np.random.default_rng(0)
     feeds = {k: _random_feed(s, d, rng) for k, (s, d) in inputs.items()}
     try:
-        sess = ort.InferenceSession(m.SerializeToString(), _session_options(),
+        sess = ort.InferenceSession(m.SerializeToString(), session_options(),
                                     providers=["CPUExecutionProvider"])
         vals = sess.run(names, feeds)
     except Exception:
@@ -448,7 +367,7 @@ class _Loader:
             try:
                 data = numpy_helper.to_array(t)
             except Exception as e:
-                raise ModelError(f"initializer {name!r} cannot be read: {_line(e)}") from None
+                raise ModelError(f"initializer {name!r} cannot be read: {first_line(e)}") from None
             self.tensors[name] = self.weight(data, name)
         order = _topo_order(graph, set(self.tensors))
         self._fill_types(list(graph.node), feeds)
@@ -467,7 +386,7 @@ class _Loader:
         """Measure in onnxruntime the values whose static shape inference missed."""
         missing = [o for n in nodes for o in n.output
                    if o and self.types.get(o, (None, None))[0] is None
-                   and self.types.get(o, (None, None))[1] in (None, *_ELEM)]
+                   and self.types.get(o, (None, None))[1] in (None, *ELEM_TYPES)]
         if missing:
             for name, st in _measure_types(self.model, missing, feeds).items():
                 self.types[name] = st
@@ -498,7 +417,7 @@ class _Loader:
             outs = None
         except Exception as e:  # an importer's bug or a model it cannot read
             raise ModelError(f"importing node {self.label(node)}: {type(e).__name__}: "
-                             f"{_line(e)}") from e
+                             f"{first_line(e)}") from e
         if outs is None:
             return self.opaque(ctx)
         outs = list(outs)
@@ -535,7 +454,7 @@ class _Loader:
                 dtypes.append("")  # an omitted optional output
                 continue
             shape, dtype = self.types.get(name, (None, None))
-            if dtype is not None and dtype not in _ELEM:
+            if dtype is not None and dtype not in ELEM_TYPES:
                 raise ModelError(f"{name!r} (output {k} of node {self.label(node)}) is a "
                                  f"{dtype}, not a tensor")
             if shape is None or dtype is None:
@@ -639,273 +558,3 @@ def _import_size(ctx: ImportContext) -> list[Tensor]:
 
 
 _SOURCES = {"Constant": _import_constant, "Shape": _import_shape, "Size": _import_size}
-
-
-# ---- running opaque nodes -----------------------------------------------------------
-_SESSIONS: dict[tuple, Any] = {}
-_MAX_SESSIONS = 512
-
-
-def _session_options():
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 4  # failures are exceptions; the log only repeats them
-    return so
-
-
-def _node_model(a: Mapping[str, Any], in_types: Sequence[tuple[Shape, str]]) -> onnx.ModelProto:
-    """A model of the one ONNX node an opaque node stands for, inputs i0.., outputs o0.."""
-    n_outer = len(a["outer"])
-    n_explicit = len(in_types) - n_outer
-    names = [f"__taso_i{k}" for k in range(n_explicit)] + list(a["outer"])
-    explicit = iter(names[:n_explicit])
-    ins = ["" if k in a["absent"] else next(explicit)
-           for k in range(n_explicit + len(a["absent"]))]
-    outs = ["" if dt == "" else f"__taso_o{k}" for k, dt in enumerate(a["out_dtypes"])]
-    node = helper.make_node(a["onnx_type"], ins, outs, domain=a["domain"] or None)
-    node.attribute.extend(AttributeProto.FromString(b) for b in a["onnx_attrs"])
-    vi = [helper.make_tensor_value_info(n, elem_type(d), s) for n, (s, d) in zip(names, in_types)]
-    # No output shapes: a data-dependent one may differ from the recorded one.
-    vo = [helper.make_tensor_value_info(n, elem_type(d), None)
-          for n, d in zip(outs, a["out_dtypes"]) if n]
-    graph = helper.make_graph([node], "opaque", vi, vo)
-    return _make_model(graph, {a["domain"]: a["opset"] or DEFAULT_OPSET})
-
-
-def run_attrs(a: Mapping[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run the ONNX node described by opaque attributes `a` in onnxruntime."""
-    xs = [np.asarray(x) for x in xs]
-    in_types = [(tuple(x.shape), array_dtype(x)) for x in xs]
-    key = (tuple(sorted(a.items())), tuple(in_types))
-    try:
-        sess = _SESSIONS.get(key)
-        if sess is None:
-            sess = _session(_node_model(a, in_types))
-            if len(_SESSIONS) >= _MAX_SESSIONS:
-                _SESSIONS.pop(next(iter(_SESSIONS)))
-            _SESSIONS[key] = sess
-        vals = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), xs)})
-    except Exception:
-        # Some nodes (a Scan whose body's shapes follow from its inputs' values)
-        # run only with their inputs as constants.
-        m = _node_model(a, in_types)
-        m.graph.initializer.extend(numpy_helper.from_array(x, v.name)
-                                   for x, v in zip(xs, m.graph.input))
-        del m.graph.input[:]
-        vals = _session(m).run(None, {})
-    it = iter(vals)
-    return [np.zeros((), np.float32) if dt == "" else np.asarray(next(it))
-            for dt in a["out_dtypes"]]
-
-
-def _session(m: onnx.ModelProto):
-    import onnxruntime as ort
-
-    return ort.InferenceSession(m.SerializeToString(), _session_options(),
-                                providers=["CPUExecutionProvider"])
-
-
-def run_opaque(node: Node, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Evaluate an opaque node on concrete inputs (onnxruntime, session cached)."""
-    return run_attrs(node.a, xs)
-
-
-# ---- export -------------------------------------------------------------------------
-def _make_model(graph: onnx.GraphProto, opsets: Mapping[str, int]) -> onnx.ModelProto:
-    opsets = dict(opsets)
-    opsets.setdefault("", DEFAULT_OPSET)
-    ids = [helper.make_opsetid(d, v) for d, v in sorted(opsets.items())]
-    ir = max(helper.find_min_ir_version_for(ids, ignore_unknown=True), MIN_IR)
-    return helper.make_model(graph, opset_imports=ids, ir_version=ir,
-                             producer_name="taso")
-
-
-class Emitter:
-    """Collects the ONNX nodes and initializers the operators emit, handing out
-    unique tensor names."""
-
-    def __init__(self, opset: int, reserved: set[str]):
-        self.opset = opset
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[TensorProto] = []
-        self.opsets: dict[str, int] = {"": opset}
-        self._used = set(reserved)
-        self._count: dict[str, int] = {}
-        self._consts: dict[tuple, str] = {}
-        self._outer: dict[str, str] = {}
-
-    def fresh(self, hint: str) -> str:
-        """A tensor name no other tensor has, derived from `hint`."""
-        base = re.sub(r"[^A-Za-z0-9_./:-]", "_", hint) or "t"
-        if base not in self._used:
-            self._used.add(base)
-            return base
-        k = self._count.get(base, 0)
-        while f"{base}_{k}" in self._used:
-            k += 1
-        self._count[base] = k + 1
-        self._used.add(f"{base}_{k}")
-        return f"{base}_{k}"
-
-    def tmp(self, hint: str = "t") -> str:
-        return self.fresh(hint)
-
-    def const(self, array: np.ndarray, hint: str = "const") -> str:
-        """An initializer holding `array`; small equal constants are shared."""
-        array = np.asarray(array)
-        key = None
-        if array.size <= 64:
-            key = (array.dtype.str, array.shape, array.tobytes())
-            if key in self._consts:
-                return self._consts[key]
-        name = self.fresh(hint)
-        self.initializer(array, name)
-        if key is not None:
-            self._consts[key] = name
-        return name
-
-    def initializer(self, array: np.ndarray, name: str) -> None:
-        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
-
-    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str],
-             domain: str = "", **attrs: Any) -> onnx.NodeProto:
-        n = helper.make_node(op_type, list(inputs), list(outputs), domain=domain or None)
-        for k, v in attrs.items():
-            if v is None:
-                continue
-            if isinstance(v, (list, tuple)) and not v:  # e.g. the perm of a 0-d transpose
-                n.attribute.append(helper.make_attribute(k, [], attr_type=AttributeProto.INTS))
-            else:
-                n.attribute.append(helper.make_attribute(k, v))
-        self.nodes.append(n)
-        return n
-
-    def bind_outer(self, name: str, value: str) -> None:
-        """Make the tensor a subgraph reads as `name` from the enclosing scope hold
-        `value`."""
-        if name == value:
-            return
-        if name in self._outer:
-            if self._outer[name] != value:
-                raise ModelError(f"two tensors would both be named {name!r} for subgraphs")
-            return
-        self._outer[name] = value
-        self.node("Identity", [value], [name])
-
-
-def emit_opaque(a: Mapping[str, Any], em: Emitter, ins: list[str], outs: list[str],
-                in_types: Sequence[tuple[Shape, str]]) -> None:
-    """Emit the ONNX node an opaque node stands for, converted to the emitter's
-    opset if its operator changed in between."""
-    n_outer = len(a["outer"])
-    explicit = ins[:len(ins) - n_outer]
-    for name, value in zip(a["outer"], ins[len(ins) - n_outer:]):
-        em.bind_outer(name, value)
-    it = iter(explicit)
-    names = ["" if k in a["absent"] else next(it)
-             for k in range(len(explicit) + len(a["absent"]))]
-    outs = ["" if dt == "" else o for o, dt in zip(outs, a["out_dtypes"])]
-    domain, v = a["domain"], a["opset"]
-    if domain == "" and v and v != em.opset and _schema_changed(a["onnx_type"], v, em.opset):
-        _emit_converted(a, em, names, outs, in_types)
-        return
-    n = em.node(a["onnx_type"], names, outs, domain=domain)
-    n.attribute.extend(AttributeProto.FromString(b) for b in a["onnx_attrs"])
-    if domain:
-        em.opsets[domain] = max(em.opsets.get(domain, 0), v or 1)
-
-
-def _schema_changed(op_type: str, a: int, b: int) -> bool:
-    try:
-        return (onnx.defs.get_schema(op_type, a).since_version
-                != onnx.defs.get_schema(op_type, b).since_version)
-    except Exception:
-        return False
-
-
-def _emit_converted(a, em: Emitter, ins: list[str], outs: list[str], in_types) -> None:
-    m = _node_model(a, in_types)
-    try:
-        c = onnx.version_converter.convert_version(m, em.opset)
-        if _signature(c.graph) != _signature(m.graph):
-            raise ValueError("the conversion changes its input or output types")
-    except Exception as e:
-        raise ModelError(f"cannot express {a['onnx_type']}-{a['opset']} at opset {em.opset} "
-                         f"({_line(e)}); export at opset {a['opset']}") from None
-    # Rename the one-node model's names onto the emitter's.
-    ren = {f"__taso_i{k}": n for k, n in enumerate([i for i in ins if i])}
-    ren.update({n: n for n in a["outer"]})
-    ren.update({f"__taso_o{k}": o for k, o in enumerate(outs) if o})
-    ren[""] = ""
-    for t in c.graph.initializer:
-        ren[t.name] = em.fresh(t.name)
-        t.name = ren[t.name]
-        em.initializers.append(t)
-    for n in c.graph.node:
-        for o in n.output:
-            if o not in ren:
-                ren[o] = em.fresh(o)
-        n.input[:] = [ren[i] for i in n.input]
-        n.output[:] = [ren[o] for o in n.output]
-        em.nodes.append(n)
-
-
-def export_onnx(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
-    """Export a Graph as an ONNX model. `opset` defaults to 17, or to the opset its
-    opaque nodes were imported at when that is newer."""
-    g = graph.pruned()
-    if opset is None:
-        opset = max([DEFAULT_OPSET] + [n.a["opset"] for n in g.nodes.values()
-                                       if n.op == "opaque" and n.a["domain"] == ""])
-    names: dict[tuple[int, int], str] = {}
-    reserved: set[str] = set()
-    for n in g.inputs:
-        if n.name in reserved:
-            raise ModelError(f"two graph inputs are named {n.name!r}")
-        reserved.add(n.name)
-        names[(n.id, 0)] = n.name
-    if len(set(g.output_names)) != len(g.output_names):
-        raise ModelError(f"graph output names repeat: {g.output_names}")
-    reserved |= set(g.output_names) - reserved
-    for n in g.nodes.values():
-        if n.op == "opaque":
-            attrs = [AttributeProto.FromString(b) for b in n.a["onnx_attrs"]]
-            reserved |= _all_names(attrs) | set(n.a["outer"])
-    out_name = {}
-    for ref, name in zip(g.outputs, g.output_names):
-        if ref not in out_name and g.nodes[ref[0]].op not in ("input", "weight"):
-            out_name[ref] = name
-    em = Emitter(opset, reserved)
-    for n in g.topo_order():
-        if n.op == "input":
-            continue
-        if n.op == "weight":
-            names[(n.id, 0)] = em.fresh(n.name or "w")
-            em.initializer(n.data, names[(n.id, 0)])
-            continue
-        ins = [names[r] for r in n.inputs]
-        outs = [out_name.get((n.id, i)) or em.tmp(n.name or n.op) for i in range(len(n.shapes))]
-        in_shapes = [g.nodes[p].shapes[i] for p, i in n.inputs]
-        if n.op == "opaque":
-            in_types = [(g.nodes[p].shapes[i], g.nodes[p].dtypes[i]) for p, i in n.inputs]
-            emit_opaque(n.a, em, ins, outs, in_types)
-        else:
-            OPS[n.op].onnx(n.a, em, ins, outs, in_shapes)
-        for i, o in enumerate(outs):
-            names[(n.id, i)] = o
-    for ref, name in zip(g.outputs, g.output_names):
-        if names[ref] != name:
-            em.node("Identity", [names[ref]], [name])
-    inputs = [helper.make_tensor_value_info(n.name, elem_type(n.dtypes[0]), n.shapes[0])
-              for n in g.inputs]
-    outputs = [helper.make_tensor_value_info(name, elem_type(g.nodes[p].dtypes[i]),
-                                             g.nodes[p].shapes[i])
-               for (p, i), name in zip(g.outputs, g.output_names)]
-    onnx_graph = helper.make_graph(em.nodes, "taso", inputs, outputs, em.initializers)
-    return _make_model(onnx_graph, em.opsets)
-
-
-__all__ = ["Emitter", "ImportContext", "export_onnx", "load_onnx", "run_opaque"]

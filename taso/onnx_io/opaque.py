@@ -1,0 +1,86 @@
+"""Running opaque nodes: the ONNX node an `opaque` node stands for, as a
+one-node model in onnxruntime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, helper, numpy_helper
+
+from ..ir import Node
+from ..ops.base import Shape
+from .common import DEFAULT_OPSET, array_dtype, elem_type, make_model
+
+# One session per distinct node and input types, the oldest dropped first.
+_SESSIONS: dict[tuple, Any] = {}
+_MAX_SESSIONS = 512
+
+
+def session_options():
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 4  # failures are exceptions; the log only repeats them
+    return so
+
+
+def node_model(a: Mapping[str, Any], in_types: Sequence[tuple[Shape, str]]) -> onnx.ModelProto:
+    """A model of the one ONNX node an opaque node stands for, inputs i0.., outputs o0.."""
+    n_outer = len(a["outer"])
+    n_explicit = len(in_types) - n_outer
+    names = [f"__taso_i{k}" for k in range(n_explicit)] + list(a["outer"])
+    explicit = iter(names[:n_explicit])
+    ins = ["" if k in a["absent"] else next(explicit)
+           for k in range(n_explicit + len(a["absent"]))]
+    outs = ["" if dt == "" else f"__taso_o{k}" for k, dt in enumerate(a["out_dtypes"])]
+    node = helper.make_node(a["onnx_type"], ins, outs, domain=a["domain"] or None)
+    node.attribute.extend(AttributeProto.FromString(b) for b in a["onnx_attrs"])
+    vi = [helper.make_tensor_value_info(n, elem_type(d), s) for n, (s, d) in zip(names, in_types)]
+    # No output shapes: a data-dependent one may differ from the recorded one.
+    vo = [helper.make_tensor_value_info(n, elem_type(d), None)
+          for n, d in zip(outs, a["out_dtypes"]) if n]
+    graph = helper.make_graph([node], "opaque", vi, vo)
+    return make_model(graph, {a["domain"]: a["opset"] or DEFAULT_OPSET})
+
+
+def run_attrs(a: Mapping[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run the ONNX node described by opaque attributes `a` in onnxruntime."""
+    xs = [np.asarray(x) for x in xs]
+    in_types = [(tuple(x.shape), array_dtype(x)) for x in xs]
+    key = (tuple(sorted(a.items())), tuple(in_types))
+    try:
+        sess = _SESSIONS.get(key)
+        if sess is None:
+            sess = _session(node_model(a, in_types))
+            if len(_SESSIONS) >= _MAX_SESSIONS:
+                _SESSIONS.pop(next(iter(_SESSIONS)))
+            _SESSIONS[key] = sess
+        vals = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), xs)})
+    except Exception:
+        # Some nodes (a Scan whose body's shapes follow from its inputs' values)
+        # run only with their inputs as constants.
+        m = node_model(a, in_types)
+        m.graph.initializer.extend(numpy_helper.from_array(x, v.name)
+                                   for x, v in zip(xs, m.graph.input))
+        del m.graph.input[:]
+        vals = _session(m).run(None, {})
+    it = iter(vals)
+    return [np.zeros((), np.float32) if dt == "" else np.asarray(next(it))
+            for dt in a["out_dtypes"]]
+
+
+def _session(m: onnx.ModelProto):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(m.SerializeToString(), session_options(),
+                                providers=["CPUExecutionProvider"])
+
+
+def run_opaque(node: Node, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Evaluate an opaque node on concrete inputs (onnxruntime, session cached)."""
+    return run_attrs(node.a, xs)
