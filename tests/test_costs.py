@@ -388,6 +388,16 @@ def test_cupy_lowerings_match_reference_on_gpu():
         np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
+def test_cupy_times_whole_models_against_each_other():
+    m = get_cost_model("cupy", cache=False, warmup=1, repeats=8)
+    g = taso.new_graph()
+    x = g.new_input((256, 256), name="x")
+    g.mark_output(g.relu(g.matmul(x, g.new_weight((256, 256)))))
+    a, b = m.time_models([g, g], rounds=3)
+    assert a > 0 and b > 0 and 0.5 < a / b < 2  # the same graph, timed twice
+
+
 # ---- the end-to-end benchmark, on one small model -----------------------------------------------
 @pytest.mark.slow
 def test_e2e_bench_runs_and_second_run_measures_nothing(tmp_path):

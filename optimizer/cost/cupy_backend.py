@@ -231,7 +231,24 @@ class CupyCostModel(MeasuredCostModel):
 
     def time_graph(self, graph: Graph) -> float:
         """Median milliseconds of one run of the whole graph through the lowerings."""
+        return statistics.median(time_gpu(self._graph_run(graph), self.warmup, self.repeats))
+
+    def time_models(self, graphs: Sequence[Graph], rounds: int = 11) -> list[float]:
+        """Milliseconds of one run of each whole graph, the graphs timed in turn
+        round by round (the first one rotating), so that a drift of the GPU's
+        clocks hits each alike: the search's whole-model check."""
+        runs = [self._graph_run(g) for g in graphs]
+        for fn in runs:
+            time_gpu(fn, self.warmup, 0)
+        samples: list[list[float]] = [[] for _ in graphs]
+        for r in range(rounds):
+            for k in (*range(r % len(runs), len(runs)), *range(r % len(runs))):
+                samples[k] += time_gpu(runs[k], 0, max(1, self.repeats // 4))
+        return [statistics.median(s) for s in samples]
+
+    def _graph_run(self, graph: Graph) -> Callable[[], Any]:
+        """A call running the whole graph on the device, its inputs and weights
+        copied there once."""
         feeds = {k: cupy.asarray(v) for k, v in graph.random_inputs(seed=0).items()}
         weights = {n.id: cupy.asarray(n.data) for n in graph.weights}
-        fn = lambda: run_graph(cupy, graph, feeds, weights, self.cudnn)  # noqa: E731
-        return statistics.median(time_gpu(fn, self.warmup, self.repeats))
+        return lambda: run_graph(cupy, graph, feeds, weights, self.cudnn)
