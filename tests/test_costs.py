@@ -147,6 +147,16 @@ def test_fusable_chains():
     assert fusable_chains(h, h.live(), constant_nodes(h)) == []
 
 
+def test_residual_layernorm_joins_the_product_chain():
+    # onnxruntime fuses the residual add into the normalization after it
+    g = taso.new_graph()
+    x = g.new_input((1, 8, 16))
+    y = g.add(x, g.add(g.matmul(x, g.new_weight((16, 16))), g.new_weight((16,))))
+    g.mark_output(g.layernorm(y, g.new_weight((16,)), g.new_weight((16,))))
+    chains = fusable_chains(g, g.live(), constant_nodes(g))
+    assert [[g.nodes[i].op for i in c] for c in chains] == [["matmul", "add", "ewadd", "layernorm"]]
+
+
 def test_fusing_device_times_chains_as_one_program():
     m = CountingDevice(False)
     m.fuses = True
