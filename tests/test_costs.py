@@ -168,6 +168,24 @@ def test_fusing_device_times_chains_as_one_program():
     assert not CountingDevice(False).fuses  # per-node by default
 
 
+def test_commutative_operands_are_priced_in_one_order():
+    m = CountingDevice(False)
+    m.fuses = True
+    a = m.op_cost("add", {}, [(1, 8), (8,)], consts=[False, True])
+    assert m.op_cost("add", {}, [(8,), (1, 8)], consts=[True, False]) == a
+    assert m.calls == [("add", (False, True))]  # timed once, activation first
+
+    def dense(bias_first: bool):
+        g = taso.new_graph()
+        x = g.new_input((1, 4, 8))
+        y, b = g.matmul(x, g.new_weight((8, 8))), g.new_weight((8,))
+        g.mark_output(g.relu(g.add(b, y) if bias_first else g.add(y, b)))
+        return g
+
+    assert m.graph_cost(dense(True)) == m.graph_cost(dense(False))
+    assert m.calls[1:] == [("matmul", "add", "relu")]
+
+
 def test_all_constant_inputs_cost_nothing(tmp_path):
     m = CountingDevice(False)
     assert m.op_cost("matmul", {"activation": "none"}, [(4, 4), (4, 4)], consts=[True, True]) == 0

@@ -66,6 +66,22 @@ EPILOGUES = ("batchnorm", "relu", "sigmoid", "tanh", "clip", "gelu", "erf", "ewa
 MAX_CHAIN = 5
 
 
+# Operands of a commutative operator are priced in one order (the chain's own
+# value, then activations, then constants; then by shape): two timings of one
+# program differ by the session's noise (up to 20% for BERT's 3072x768 chain),
+# which would otherwise make an operand swap look like a gain or a loss.
+KIND_ORDER = {"prev": 0, "x": 1, "w": 2}
+
+
+def canonical_operands(shapes: Sequence[Shape], consts: tuple[bool, ...],
+                       dtypes: Sequence[str] | None):
+    """Two operands of a commutative operator in their pricing order."""
+    order = sorted(range(2), key=lambda i: (consts[i], shapes[i],
+                                            dtypes[i] if dtypes else ""))
+    return ([shapes[i] for i in order], tuple(consts[i] for i in order),
+            [dtypes[i] for i in order] if dtypes else dtypes)
+
+
 def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[int]]:
     """Node ids of each contraction followed by elementwise nodes, each the sole
     consumer of the one before, whose output is no graph output (chains of two
@@ -149,6 +165,8 @@ class MeasuredCostModel(CostModel):
             else default_consts(op, shapes)
         if consts and all(consts):
             return 0.0  # folded into a constant before the model runs
+        if get_op(op).commutative and len(shapes) == 2:
+            shapes, consts, dtypes = canonical_operands(shapes, consts, dtypes)
         key = (get_op(op).cost_key(dict(attrs), shapes), consts)
         if key not in self._memo:
             self._memo[key] = self._cached(
@@ -194,6 +212,8 @@ class MeasuredCostModel(CostModel):
             ins = tuple(("prev" if k and p == chain[k - 1] else "w" if p in const else "x",
                          graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
                         for p, i in n.inputs)
+            if get_op(n.op).commutative and len(ins) == 2:
+                ins = tuple(sorted(ins, key=lambda i: (KIND_ORDER[i[0]], i[1], i[2])))
             out.append((n.op, n.a, ins))
         return out
 
