@@ -174,8 +174,20 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
     lines += ["", "Rules applied:", ""]
     for r in rows:
         fired = sorted(r.get("rules_applied", {}).items(), key=lambda kv: -kv[1])
-        lines.append(f"- {r['model']}: " + (", ".join(f"{k} ×{v}" for k, v in fired) or "none"))
+        lines.append(f"- {r['model']}: " + (", ".join(f"{k} ×{v}" for k, v in fired) or "none")
+                     + refusal(r))
     return "\n".join(lines) + "\n"
+
+
+def refusal(row: dict[str, Any]) -> str:
+    """What the whole-model check refused, if it refused the search's rewrites."""
+    v = row.get("validated")
+    if not v or v["kept"]:
+        return ""
+    n = sum(v.get("rules", {}).values())
+    return (f" (refused: the search's {f'{n} rewrites' if n else 'rewrite'} measured "
+            f"{v['original_ms']:.2f} → {v['optimized_ms']:.2f} ms as a whole model, "
+            "not faster by the required margin)")
 
 
 def noise(row: dict[str, Any]) -> str:

@@ -202,7 +202,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         else:
             validated = {"original_ms": before_ms, "optimized_ms": after_ms,
                          "kept": after_ms < (1 - margin) * before_ms,
-                         "seconds": time.perf_counter() - t2}
+                         "seconds": time.perf_counter() - t2,
+                         "rules": dict(sorted(applied.items()))}
         if validated is not None and not validated["kept"]:
             log.info("kept the original: it measured %.3f ms, the optimized %.3f ms",
                      before_ms, after_ms)

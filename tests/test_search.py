@@ -127,6 +127,7 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
     g = _chain([(512, 512), (512, 512), (512, 1)])
     r = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed())
     assert r.extra["validated"]["kept"] is kept
+    assert r.extra["validated"]["rules"] == {"reassoc": 1}  # what was checked, kept or not
     assert r.rules_applied == ({"reassoc": 1} if kept else {})
     assert (r.cost_after < r.cost_before) is kept
     unchecked = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed(), validate=False)
