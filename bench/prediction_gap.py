@@ -105,8 +105,9 @@ def profiled_by_kind(model_bytes: bytes, feeds: dict[str, Any], threads: int,
     return per_run, sum(e["dur"] for e in run_events) / runs / 1e3
 
 
-def gap_model(name: str, builder, cost_model, threads: int, runs: int) -> dict[str, Any]:
-    graph = builder()
+def gap_model(name: str, builder, cost_model, threads: int, runs: int,
+              small: bool = False) -> dict[str, Any]:
+    graph = builder(small=True) if small else builder()
     data = taso.export_onnx(graph).SerializeToString()
     feeds = graph.random_inputs(seed=0)
     predicted = predicted_by_kind(cost_model, graph)
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-cache", default=None, help="cost cache file (default: user cache)")
     p.add_argument("--threads", type=int, default=default_threads())
     p.add_argument("--runs", type=int, default=20, help="profiled runs a model")
+    p.add_argument("--small", action="store_true", help="the builders' small variants")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     wanted = [m for m in args.models.split(",") if m] or list(ALL)
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in wanted:
         print(f"[gap] {name} ...", file=sys.stderr, flush=True)
-        rows.append(gap_model(name, ALL[name], cost_model, args.threads, args.runs))
+        rows.append(gap_model(name, ALL[name], cost_model, args.threads, args.runs,
+                              args.small))
         print(markdown(rows[-1]), flush=True)
     cost_model.save()
     args.out.mkdir(parents=True, exist_ok=True)

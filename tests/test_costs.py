@@ -426,19 +426,24 @@ def test_cupy_times_whole_models_against_each_other():
     assert a > 0 and b > 0 and 0.5 < a / b < 2  # the same graph, timed twice
 
 
-# ---- the end-to-end benchmark, on one small model -----------------------------------------------
+# ---- the benchmarks, on one small model ---------------------------------------------------------
+def bench_module(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.slow
 def test_e2e_bench_runs_and_second_run_measures_nothing(tmp_path):
-    import importlib.util
     # The peers' columns need the `bench` extra (CI installs it).
     pytest.importorskip("onnxsim")
     pytest.importorskip("onnxoptimizer")
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "bench" / "e2e.py"
-    spec = importlib.util.spec_from_file_location("bench_e2e", path)
-    e2e = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(e2e)
+    e2e = bench_module("e2e")
     argv = ["--models", "squeezenet", "--small", "--budget", "20", "--rounds", "2",
             "--unverified", "--out", str(tmp_path), "--cost-cache", str(tmp_path / "c.json")]
     assert e2e.main(argv) == 0
@@ -449,6 +454,20 @@ def test_e2e_bench_runs_and_second_run_measures_nothing(tmp_path):
     assert e2e.main(argv) == 0
     second = json.loads((tmp_path / "e2e.json").read_text())["rows"][0]
     assert second["keys_measured"] == 0 and second["measure_s"] == 0
+
+
+@pytest.mark.slow
+def test_prediction_gap_compares_kinds_with_the_profile(tmp_path):
+    gap = bench_module("prediction_gap")
+    argv = ["--models", "squeezenet", "--small", "--runs", "3", "--out", str(tmp_path),
+            "--cost-cache", str(tmp_path / "c.json")]
+    assert gap.main(argv) == 0
+    row = json.loads((tmp_path / "prediction_gap.json").read_text())[0]
+    # SqueezeNet is convolutions: both sides must find them, and most of its time there
+    assert row["predicted"]["conv"] > 0.5 * sum(row["predicted"].values())
+    assert row["kernels"]["conv"] > 0.5 * sum(row["kernels"].values())
+    assert row["latency_ms"] > 0 and row["profiled_run_ms"] > 0
+    assert "| conv |" in (tmp_path / "prediction_gap.md").read_text()
 
 
 # ---- the device's verdict on the whole model -------------------------------------------
