@@ -25,10 +25,15 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation "$root" 2>&1
 # From outside the checkout: its bare taso/ folder would shadow the installed package.
 cd /tmp
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv || true
-python3 -c "from taso.optimizer.cost.cupy_backend import gpu_available as g; print('gpu:', g())"
+gpu=$(python3 -c "from taso.optimizer.cost.cupy_backend import gpu_available as g; print(g())")
+echo "gpu: $gpu"
 stamp "cupy tests"
 python3 -m pytest -q -rs -p no:cacheprovider "$root/tests/test_costs.py" -k "cupy or lowering" \
     2>&1 | tee "$out/cupy_tests.txt"
+if [ "$gpu" != "True" ]; then
+    stamp "no CUDA GPU that cupy can use: stopping before the benchmark"
+    exit 1
+fi
 stamp "end-to-end benchmark, costs measured on the GPU"
 PYTHONUNBUFFERED=1 python3 "$root/bench/e2e.py" --cost-model cupy --rounds 7 \
     --cost-cache "$out/costs.json" --out "$out" "$@" 2>&1 | tee "$out/e2e_log.txt"
