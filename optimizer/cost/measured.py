@@ -73,13 +73,11 @@ MAX_CHAIN = 5
 KIND_ORDER = {"prev": 0, "x": 1, "w": 2}
 
 
-def canonical_operands(shapes: Sequence[Shape], consts: tuple[bool, ...],
-                       dtypes: Sequence[str] | None):
-    """Two operands of a commutative operator in their pricing order."""
-    order = sorted(range(2), key=lambda i: (consts[i], shapes[i],
-                                            dtypes[i] if dtypes else ""))
-    return ([shapes[i] for i in order], tuple(consts[i] for i in order),
-            [dtypes[i] for i in order] if dtypes else dtypes)
+def canonical_inputs(op: str, ins: Sequence[tuple[str, Shape, str]]) -> tuple:
+    """A link's inputs, in their pricing order where `op` is commutative."""
+    if get_op(op).commutative and len(ins) == 2:
+        return tuple(sorted(ins, key=lambda i: (KIND_ORDER[i[0]], i[1], i[2])))
+    return tuple(ins)
 
 
 def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[int]]:
@@ -165,8 +163,11 @@ class MeasuredCostModel(CostModel):
             else default_consts(op, shapes)
         if consts and all(consts):
             return 0.0  # folded into a constant before the model runs
-        if get_op(op).commutative and len(shapes) == 2:
-            shapes, consts, dtypes = canonical_operands(shapes, consts, dtypes)
+        if get_op(op).commutative:
+            ins = canonical_inputs(op, [("w" if c else "x", s, d) for s, c, d in
+                                        zip(shapes, consts, dtypes or ["float32"] * 2)])
+            shapes, dtypes = [s for _, s, _ in ins], [d for _, _, d in ins]
+            consts = tuple(kind == "w" for kind, _, _ in ins)
         key = (get_op(op).cost_key(dict(attrs), shapes), consts)
         if key not in self._memo:
             self._memo[key] = self._cached(
@@ -212,9 +213,7 @@ class MeasuredCostModel(CostModel):
             ins = tuple(("prev" if k and p == chain[k - 1] else "w" if p in const else "x",
                          graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
                         for p, i in n.inputs)
-            if get_op(n.op).commutative and len(ins) == 2:
-                ins = tuple(sorted(ins, key=lambda i: (KIND_ORDER[i[0]], i[1], i[2])))
-            out.append((n.op, n.a, ins))
+            out.append((n.op, n.a, canonical_inputs(n.op, ins)))
         return out
 
     def chain_cost(self, links: Sequence[Link]) -> float:
