@@ -25,6 +25,7 @@ from taso.ir import Graph
 from .cost import CostModel, get_cost_model
 from .engine import Engine
 from .fold import fold_weights
+from .fusion_rules import FUSED_GAINS
 from .partition import join, piece_key, split_graph
 
 log = logging.getLogger("taso.optimizer")
@@ -184,6 +185,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
             applied.update(engine.rules[i].id for i in res["applied"])
         optimized.append(best)
     out = join(g, pieces, optimized) if pieces else optimized[0]
+    if getattr(model, "fuses", False):  # on the joined graph: a piece may cut a fusion
+        out, more = refine_fused(out, model, rule_list, margin)
+        applied.update(more)
     t1 = time.perf_counter()
     if fold:
         out = fold_weights(out)
@@ -219,6 +223,38 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters),
                "validated": validated})
     return report
+
+
+def refine_fused(graph: Graph, model: CostModel, rules: list[Rule],
+                 margin: float, max_steps: int = 64) -> tuple[Graph, Counter[str]]:
+    """Apply the rules whose gain only fusion-aware costs see (`FUSED_GAINS`), one
+    match at a time, while the graph's fused cost (`graph_cost`) falls; keep the
+    result if it fell by more than `margin` in all. The core ranks graphs by
+    the sum of node costs, to which such a rewrite only adds nodes: what it
+    saves is a fusion the device would otherwise make."""
+    applied: Counter[str] = Counter()
+    chosen = [r for r in rules if r.id in FUSED_GAINS]
+    if not chosen:
+        return graph, applied
+    engine = Engine(chosen, model)
+    cg = engine.to_core(graph)
+    start = cost = model.graph_cost(graph)
+    best_graph = graph
+    for _ in range(max_steps):
+        best = None
+        for ri, cand in engine.core.expand(cg):
+            g = engine.from_core(cand, graph)
+            c = model.graph_cost(g)
+            if c < cost and (best is None or c < best[0]):
+                best = (c, ri, cand, g)
+        if best is None:
+            break
+        cost, ri, cg, best_graph = best
+        applied[engine.rules[ri].id] += 1
+    if cost >= (1 - margin) * start:
+        return graph, Counter()
+    log.info("fusion-aware rewrites: %s, cost %.3f -> %.3f", dict(applied), start, cost)
+    return best_graph, applied
 
 
 def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None,

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from taso.optimizer import _search
 from taso.optimizer.check import EquivalenceError, check_equivalence
 from taso.optimizer.cost import get_cost_model
+from taso.optimizer.cost.measured import MeasuredCostModel
 from taso.optimizer.engine import Engine
 from taso.optimizer.fold import fold_weights
 from taso.optimizer.fusion_rules import fusion_rules
@@ -220,7 +221,9 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
     rid = rule.id
     shapes: dict[str, tuple[int, ...]] = {}
     for v in rule.variables():
-        if "matmul" in rid:
+        if rid.startswith("rows-"):  # a 3-D dense layer with a residual add
+            shapes[v] = {"x": (2, 3, 5), "w": (5, 4), "b": (4,), "r": (2, 3, 4)}[v]
+        elif "matmul" in rid:
             rank = 3 if rid.endswith("rank3") else 2
             shapes[v] = {"x": (3, 5) if rank == 2 else (2, 3, 5), "b1": (4,), "b2": (4,)}.get(
                 v, (5, 4))
@@ -256,6 +259,41 @@ def test_fusion_rule_fires_and_is_sound(rule):
     assert found, f"{rule.id} does not fire on its own source side"
     for _, cg in found:
         assert_same(g, e.from_core(cg, g), tol=1e-3)
+
+
+class SkipLayerNormDevice(MeasuredCostModel):
+    """A fusing device on which a layer normalization fused after a residual add
+    is slow, as onnxruntime's SkipLayerNormalization is on a CPU."""
+
+    name, device, fuses = "skipln", "formula", True
+
+    def time_chain(self, links):
+        ops = [op for op, _, _ in links]
+        return 1.0 + len(ops) + (10.0 if ops[-1] == "layernorm" and len(ops) > 1 else 0.0)
+
+    def time_overhead(self):
+        return 1.0
+
+
+def _dense_residual_layernorm() -> taso.Graph:
+    g = taso.new_graph()
+    x = g.new_input((2, 3, 8), name="x")
+    h = g.add(g.matmul(x, g.new_weight((8, 8))), g.new_weight((8,)))
+    g.mark_output(g.layernorm(g.add(x, h), g.new_weight((8,)), g.new_weight((8,))))
+    return g
+
+
+def test_fusion_aware_rewrite_applies_where_only_fused_costs_see_the_gain():
+    from taso.optimizer.fusion_rules import row_rules
+
+    g = _dense_residual_layernorm()
+    r = run_search(g, budget=20, rules=row_rules(), cost_model=SkipLayerNormDevice(False))
+    assert r.rules_applied == {"rows-dense-residual": 1}
+    assert {"flatten", "reshape"} <= {n.op for n in r.graph.nodes.values()}
+    assert_same(g, r.graph, tol=1e-4)
+    # a sum of node costs sees only the added reshapes
+    plain = run_search(g, budget=20, rules=row_rules(), cost_model="analytic")
+    assert plain.rules_applied == {}
 
 
 def test_fusion_json_matches_its_source():
