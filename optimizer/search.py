@@ -213,8 +213,11 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                      before_ms, after_ms)
             out, applied = original, Counter()
     t3 = time.perf_counter()
+    # The cost the result was judged by: fused where the device fuses.
+    price = model.graph_cost if getattr(model, "fuses", False) else \
+        (lambda h: engine.to_core(h).cost)
     report = SearchReport(
-        graph=out, cost_before=engine.to_core(g).cost, cost_after=engine.to_core(out).cost,
+        graph=out, cost_before=price(g), cost_after=price(out),
         rules_applied=dict(sorted(applied.items())), explored=explored, generated=generated,
         seconds=t3 - t0, search_seconds=t1 - t0, core_seconds=core_seconds,
         fold_seconds=t2 - t1, pieces=len(graphs),
