@@ -135,7 +135,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     A piece's rewrite is kept when its whole-graph cost falls by more than
     `min_gain` (a fraction; default: the cost model's own `min_gain`). With a
     model that can time whole graphs (`time_models`) and `validate`, the
-    result is kept only if it also measures faster by that margin.
+    result is kept only if it also measures faster, by more than the model's
+    `measured_gain`.
     `progress(piece, pieces, expanded, best_cost)` is called while searching."""
     alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
     budget = DEFAULTS["budget"] if budget is None else int(budget)
@@ -205,7 +206,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
             log.warning("the whole-model check was skipped: %s", e)
         else:
             validated = {"original_ms": before_ms, "optimized_ms": after_ms,
-                         "kept": after_ms < (1 - margin) * before_ms,
+                         "kept": after_ms < (1 - model.measured_gain) * before_ms,
                          "seconds": time.perf_counter() - t2,
                          "rules": dict(sorted(applied.items()))}
         if validated is not None and not validated["kept"]:

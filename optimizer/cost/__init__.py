@@ -28,6 +28,9 @@ class CostModel:
     # falls by more than this fraction. Exact models trust any gain; a measured
     # one cannot tell a small predicted gain from its own timing spread.
     min_gain: float = 0.0
+    # With `time_models`, the optimized whole model is kept only when it measures
+    # faster than the original by more than this fraction.
+    measured_gain: float = 0.0
 
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
         """Milliseconds for one node of registered operator `op` with these

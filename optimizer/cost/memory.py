@@ -83,6 +83,7 @@ class MemoryWeighted(CostModel):
         self.name = f"{base.name}+memory"
         self.device = base.device
         self.min_gain = base.min_gain
+        self.measured_gain = base.measured_gain
 
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape], **kw: Any) -> float:
         return self.base.op_cost(op, attrs, shapes, **kw) + self.memory_weight * \
