@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -37,8 +35,8 @@ from taso.optimizer.cost.ort import (
     clock_for,
     default_threads,
     median_ms,
+    profile_events,
     session_options,
-    time_runs,
 )
 
 import taso
@@ -85,14 +83,7 @@ def profiled_by_kind(model_bytes: bytes, feeds: dict[str, Any], threads: int,
                      runs: int) -> tuple[Counter, float]:
     """Kernel milliseconds a run by kind, and a profiled run's milliseconds,
     averaged over `runs` profiled runs after one warm-up run."""
-    with tempfile.TemporaryDirectory() as tmp:
-        so = session_options(threads)
-        so.enable_profiling = True
-        so.profile_file_prefix = os.path.join(tmp, "p")
-        sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
-        time_runs(Runner(sess, feeds), warmup=1, repeats=runs)
-        with open(sess.end_profiling()) as f:
-            events = json.load(f)
+    events = profile_events(model_bytes, feeds, threads, runs)
     run_events = sorted((e for e in events if e.get("name") == "model_run"),
                         key=lambda e: e["ts"])[-runs:]
     start = run_events[0]["ts"]

@@ -186,7 +186,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
             applied.update(engine.rules[i].id for i in res["applied"])
         optimized.append(best)
     out = join(g, pieces, optimized) if pieces else optimized[0]
-    if getattr(model, "fuses", False):  # on the joined graph: a piece may cut a fusion
+    fuses = getattr(model, "fuses", False)
+    if fuses:  # on the joined graph: a piece may cut a fusion
         out, more = refine_fused(out, model, rule_list, margin)
         applied.update(more)
     t1 = time.perf_counter()
@@ -215,8 +216,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
             out, applied = original, Counter()
     t3 = time.perf_counter()
     # The cost the result was judged by: fused where the device fuses.
-    price = model.graph_cost if getattr(model, "fuses", False) else \
-        (lambda h: engine.to_core(h).cost)
+    price = model.graph_cost if fuses else (lambda h: engine.to_core(h).cost)
     report = SearchReport(
         graph=out, cost_before=price(g), cost_after=price(out),
         rules_applied=dict(sorted(applied.items())), explored=explored, generated=generated,

@@ -210,6 +210,21 @@ def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
     return chain_graph([(op, attrs, ins)], copies)
 
 
+def profile_events(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray],
+                   threads: int, runs: int) -> list[dict[str, Any]]:
+    """onnxruntime's profiler events (its JSON trace) over one warm-up run and
+    `runs` timed runs of `model` in a session with the benchmark's settings."""
+    with tempfile.TemporaryDirectory() as tmp:
+        so = session_options(threads)
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tmp, "p")
+        data = model if isinstance(model, bytes) else model.SerializeToString()
+        sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        time_runs(Runner(sess, feeds), warmup=1, repeats=runs)
+        with open(sess.end_profiling()) as f:
+            return json.load(f)
+
+
 PER_NODE_CHAIN = 33  # ReLUs in the program that tells a node's share of a run
 
 
@@ -295,15 +310,7 @@ class OrtCostModel(MeasuredCostModel):
         from its profiler. A program of one convolution pays them at its input and
         output; inside a model, consecutive convolutions stay blocked and pay
         them only where the model leaves the format."""
-        with tempfile.TemporaryDirectory() as tmp:
-            so = session_options(self.threads)
-            so.enable_profiling = True
-            so.profile_file_prefix = os.path.join(tmp, "p")
-            sess = ort.InferenceSession(model.SerializeToString(), so,
-                                        providers=["CPUExecutionProvider"])
-            time_runs(Runner(sess, feeds), warmup=1, repeats=3)
-            with open(sess.end_profiling()) as f:
-                events = json.load(f)
+        events = profile_events(model, feeds, self.threads, runs=3)
         layout = total = 0.0
         for e in events:
             if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
