@@ -8,6 +8,7 @@ verifier proves them like any generated rule:
   (the smaller kernel enlarged when sizes differ), split after;
 - parallel matmuls sharing an input   ->  one matmul, split after (with their
                                          bias adds, for dense layers);
+- matmuls sharing a weight            ->  one over the stacked rows, split after;
 - a grouped conv                      ->  one with a half or a quarter of the
                                          groups (MERGE_GCONV);
 - a dense layer + residual add (3-D)  ->  the same over the matrix of rows.
@@ -138,6 +139,17 @@ def merge_rules() -> list[Rule]:
             # a bias as long as its layer is wide (a broadcast one would not split)
             b1={"rank": 1, "same_dim": [[0, "w1", 1]]},
             b2={"rank": 1, "same_dim": [[0, "w2", 1]]}))
+    # Products by one weight (a recurrent layer's input weights over its time
+    # steps): one product over the stacked rows reads the weight once.
+    act = {"activation": "?a"}
+    rules.append(_rule(
+        "fusion-merge-matmul-rows",
+        [PNode("matmul", ["x1", "w"], act), PNode("matmul", ["x2", "w"], act)],
+        [PNode("concat", ["x1", "x2"], {"axis": 0}),
+         PNode("matmul", [(0, 0), "w"], act),
+         PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim("x1", 0), _dim("x2", 0)]})],
+        [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
+        x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True}))
     return rules
 
 
@@ -162,9 +174,12 @@ def group_rules() -> list[Rule]:
     return rules
 
 
-# Rules whose gain a sum of node costs cannot see, only a cost that knows what
-# the device fuses (the search tries them against `graph_cost`).
+# Rules the search also tries on the joined graph, against `graph_cost`: those
+# whose gain a sum of node costs cannot see, only a cost that knows what the
+# device fuses, and those whose matches lie in different pieces (a recurrent
+# layer's steps).
 FUSED_GAINS = ("rows-dense-residual",)
+ACROSS_PIECES = ("fusion-merge-matmul-rows",)
 
 
 def row_rules() -> list[Rule]:

@@ -25,7 +25,7 @@ from taso.ir import Graph
 from .cost import CostModel, get_cost_model
 from .engine import Engine
 from .fold import fold_weights
-from .fusion_rules import FUSED_GAINS
+from .fusion_rules import ACROSS_PIECES, FUSED_GAINS
 from .partition import join, piece_key, split_graph
 
 log = logging.getLogger("taso.optimizer")
@@ -187,9 +187,11 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         optimized.append(best)
     out = join(g, pieces, optimized) if pieces else optimized[0]
     fuses = getattr(model, "fuses", False)
-    if fuses:  # on the joined graph: a piece may cut a fusion
-        out, more = refine_fused(out, model, rule_list, margin)
-        applied.update(more)
+    # On the joined graph: a piece may cut a fusion, or hold one of the nodes a
+    # rule matches and not the other.
+    out, more = refine_joined(out, model, rule_list, margin,
+                              ACROSS_PIECES + (FUSED_GAINS if fuses else ()))
+    applied.update(more)
     t1 = time.perf_counter()
     if fold:
         out = fold_weights(out)
@@ -229,15 +231,16 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     return report
 
 
-def refine_fused(graph: Graph, model: CostModel, rules: list[Rule],
-                 margin: float, max_steps: int = 64) -> tuple[Graph, Counter[str]]:
-    """Apply the rules whose gain only fusion-aware costs see (`FUSED_GAINS`), one
-    match at a time, while the graph's fused cost (`graph_cost`) falls; keep the
-    result if it fell by more than `margin` in all. The core ranks graphs by
-    the sum of node costs, to which such a rewrite only adds nodes: what it
-    saves is a fusion the device would otherwise make."""
+def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: float,
+                  ids: tuple[str, ...], max_steps: int = 64) -> tuple[Graph, Counter[str]]:
+    """Apply the rules named in `ids`, one match at a time, while the graph's cost
+    (`graph_cost`) falls; keep the result if it fell by more than `margin` in
+    all. For rules the search of pieces misses: those whose gain only a
+    fusion-aware cost sees (`FUSED_GAINS`; the core ranks graphs by the sum of
+    node costs, to which such a rewrite only adds nodes) and those whose
+    matches span pieces (`ACROSS_PIECES`)."""
     applied: Counter[str] = Counter()
-    chosen = [r for r in rules if r.id in FUSED_GAINS]
+    chosen = [r for r in rules if r.id in ids]
     if not chosen:
         return graph, applied
     engine = Engine(chosen, model)
@@ -257,7 +260,7 @@ def refine_fused(graph: Graph, model: CostModel, rules: list[Rule],
         applied[engine.rules[ri].id] += 1
     if cost >= (1 - margin) * start:
         return graph, Counter()
-    log.info("fusion-aware rewrites: %s, cost %.3f -> %.3f", dict(applied), start, cost)
+    log.info("rewrites of the joined graph: %s, cost %.3f -> %.3f", dict(applied), start, cost)
     return best_graph, applied
 
 

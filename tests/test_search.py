@@ -223,6 +223,8 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
     for v in rule.variables():
         if rid.startswith("rows-"):  # a 3-D dense layer with a residual add
             shapes[v] = {"x": (2, 3, 5), "w": (5, 4), "b": (4,), "r": (2, 3, 4)}[v]
+        elif rid.endswith("matmul-rows"):  # products by one weight
+            shapes[v] = {"x1": (3, 5), "x2": (2, 5), "w": (5, 4)}[v]
         elif "matmul" in rid:
             rank = 3 if rid.endswith("rank3") else 2
             shapes[v] = {"x": (3, 5) if rank == 2 else (2, 3, 5), "b1": (4,), "b2": (4,)}.get(
@@ -294,6 +296,33 @@ def test_fusion_aware_rewrite_applies_where_only_fused_costs_see_the_gain():
     # a sum of node costs sees only the added reshapes
     plain = run_search(g, budget=20, rules=row_rules(), cost_model="analytic")
     assert plain.rules_applied == {}
+
+
+def test_products_by_one_weight_merge_across_pieces(monkeypatch):
+    import taso.optimizer.search as search
+
+    # A recurrent loop: the input weight w is shared by all steps, which the
+    # partition puts in different pieces; merging the recurrent products by u
+    # would make a cycle.
+    g = taso.new_graph()
+    w, u = g.new_weight((8, 8)), g.new_weight((8, 8))
+    h = g.new_input((1, 8), name="h")
+    for i in range(4):
+        x = g.new_input((1, 8), name=f"x{i}")
+        h = g.tanh(g.ewadd(g.matmul(x, w), g.matmul(h, u)))
+    g.mark_output(h)
+
+    def weight_bound(op, attrs, shapes):  # a product costs its weight's read
+        return 10.0 if op == "matmul" else 1.0
+
+    monkeypatch.setattr(search, "PIECE_MIN_OPS", 2)
+    monkeypatch.setattr(search, "PIECE_MAX_OPS", 6)
+    r = run_search(g, budget=50, rules=FUSION, cost_model=weight_bound)
+    assert r.pieces > 1
+    assert r.rules_applied.get("fusion-merge-matmul-rows", 0) >= 1
+    assert ops(r.graph)["matmul"] == 4 + 1  # the four by u, one by w
+    assert_same(g, r.graph)
+    assert r.cost_after < r.cost_before
 
 
 def test_fusion_json_matches_its_source():
