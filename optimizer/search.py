@@ -232,13 +232,13 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
 
 
 def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: float,
-                  ids: tuple[str, ...], max_steps: int = 64) -> tuple[Graph, Counter[str]]:
-    """Apply the rules named in `ids`, one match at a time, while the graph's cost
-    (`graph_cost`) falls; keep the result if it fell by more than `margin` in
-    all. For rules the search of pieces misses: those whose gain only a
-    fusion-aware cost sees (`FUSED_GAINS`; the core ranks graphs by the sum of
-    node costs, to which such a rewrite only adds nodes) and those whose
-    matches span pieces (`ACROSS_PIECES`)."""
+                  ids: tuple[str, ...], max_steps: int = 4096) -> tuple[Graph, Counter[str]]:
+    """Apply the rules named in `ids`, one match at a time (the first that lowers
+    the graph's cost, `graph_cost`), while the cost falls; keep the result if it
+    fell by more than `margin` in all. For rules the search of pieces misses:
+    those whose gain only a fusion-aware cost sees (`FUSED_GAINS`; the core
+    ranks graphs by the sum of node costs, to which such a rewrite only adds
+    nodes) and those whose matches span pieces (`ACROSS_PIECES`)."""
     applied: Counter[str] = Counter()
     chosen = [r for r in rules if r.id in ids]
     if not chosen:
@@ -247,17 +247,18 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
     cg = engine.to_core(graph)
     start = cost = model.graph_cost(graph)
     best_graph = graph
+    # The first improvement, not the best: the matches are mostly independent
+    # (one per layer or time step), and a long sequence has thousands.
     for _ in range(max_steps):
-        best = None
         for ri, cand in engine.core.expand(cg):
             g = engine.from_core(cand, graph)
             c = model.graph_cost(g)
-            if c < cost and (best is None or c < best[0]):
-                best = (c, ri, cand, g)
-        if best is None:
+            if c < cost:
+                cost, cg, best_graph = c, cand, g
+                applied[engine.rules[ri].id] += 1
+                break
+        else:
             break
-        cost, ri, cg, best_graph = best
-        applied[engine.rules[ri].id] += 1
     if cost >= (1 - margin) * start:
         return graph, Counter()
     log.info("rewrites of the joined graph: %s, cost %.3f -> %.3f", dict(applied), start, cost)
