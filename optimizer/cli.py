@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         now = time.monotonic()
         if now - last[0] >= (0.2 if tty else 2.0):
             last[0] = now
-            say(f"\rsearching piece {piece + 1}/{pieces}: {expanded} expanded, "
-                f"best cost {best:.4f}", end="" if tty else "\n")
+            where = (f"searching piece {piece + 1}/{pieces}: {expanded} expanded"
+                     if piece < pieces else f"rewriting the joined graph: {expanded} rewrites")
+            say(f"\r{where}, best cost {best:.4f}", end="" if tty else "\n")
 
     report = run_search(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
                         cost_model=model, partition=not args.no_partition,

@@ -137,7 +137,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     model that can time whole graphs (`time_models`) and `validate`, the
     result is kept only if it also measures faster, by more than the model's
     `measured_gain`.
-    `progress(piece, pieces, expanded, best_cost)` is called while searching."""
+    `progress(piece, pieces, expanded, best_cost)` is called while searching;
+    piece == pieces is the pass over the joined graph (`refine_joined`), with
+    `expanded` the rewrites it has applied."""
     alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
     budget = DEFAULTS["budget"] if budget is None else int(budget)
     model = get_cost_model(cost_model)
@@ -189,8 +191,10 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     fuses = getattr(model, "fuses", False)
     # On the joined graph: a piece may cut a fusion, or hold one of the nodes a
     # rule matches and not the other.
+    step = None if progress is None else (
+        lambda n, c: progress(len(graphs), len(graphs), n, c))
     out, more = refine_joined(out, model, rule_list, margin,
-                              ACROSS_PIECES + (FUSED_GAINS if fuses else ()))
+                              ACROSS_PIECES + (FUSED_GAINS if fuses else ()), progress=step)
     applied.update(more)
     t1 = time.perf_counter()
     if fold:
@@ -232,13 +236,16 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
 
 
 def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: float,
-                  ids: tuple[str, ...], max_steps: int = 4096) -> tuple[Graph, Counter[str]]:
+                  ids: tuple[str, ...], max_steps: int = 4096,
+                  progress: Callable[[int, float], None] | None = None
+                  ) -> tuple[Graph, Counter[str]]:
     """Apply the rules named in `ids`, one match at a time (the first that lowers
     the graph's cost, `graph_cost`), while the cost falls; keep the result if it
-    fell by more than `margin` in all. For rules the search of pieces misses:
-    those whose gain only a fusion-aware cost sees (`FUSED_GAINS`; the core
-    ranks graphs by the sum of node costs, to which such a rewrite only adds
-    nodes) and those whose matches span pieces (`ACROSS_PIECES`)."""
+    fell by more than `margin` in all; `progress(rewrites, cost)` after each.
+    For rules the search of pieces misses: those whose gain only a fusion-aware
+    cost sees (`FUSED_GAINS`; the core ranks graphs by the sum of node costs, to
+    which such a rewrite only adds nodes) and those whose matches span pieces
+    (`ACROSS_PIECES`)."""
     applied: Counter[str] = Counter()
     chosen = [r for r in rules if r.id in ids]
     if not chosen:
@@ -256,6 +263,8 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
             if c < cost:
                 cost, cg, best_graph = c, cand, g
                 applied[engine.rules[ri].id] += 1
+                if progress is not None:
+                    progress(sum(applied.values()), cost)
                 break
         else:
             break

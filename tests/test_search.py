@@ -317,8 +317,13 @@ def test_products_by_one_weight_merge_across_pieces(monkeypatch):
 
     monkeypatch.setattr(search, "PIECE_MIN_OPS", 2)
     monkeypatch.setattr(search, "PIECE_MAX_OPS", 6)
-    r = run_search(g, budget=50, rules=FUSION, cost_model=weight_bound)
+    calls = []
+    r = run_search(g, budget=50, rules=FUSION, cost_model=weight_bound,
+                   progress=lambda *a: calls.append(a))
     assert r.pieces > 1
+    joined = [c for c in calls if c[0] == c[1] == r.pieces]  # the pass over the joined graph
+    assert joined and [c[2] for c in joined] == list(range(1, len(joined) + 1))
+    assert all(a[3] > b[3] for a, b in zip(joined, joined[1:]))  # each lowers the cost
     assert r.rules_applied.get("fusion-merge-matmul-rows", 0) >= 1
     assert ops(r.graph)["matmul"] == 4 + 1  # the four by u, one by w
     assert_same(g, r.graph)
