@@ -8,7 +8,7 @@ verifier proves them like any generated rule:
   (the smaller kernel enlarged when sizes differ), split after;
 - parallel matmuls sharing an input   ->  one matmul, split after (with their
                                          bias adds, for dense layers);
-- matmuls sharing a weight            ->  one over the stacked rows, split after;
+- matmuls (or Gemms) sharing a weight ->  one over the stacked rows, split after;
 - a grouped conv                      ->  one with a half or a quarter of the
                                          groups (MERGE_GCONV);
 - a dense layer + residual add (3-D)  ->  the same over the matrix of rows.
@@ -150,6 +150,19 @@ def merge_rules() -> list[Rule]:
          PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim("x1", 0), _dim("x2", 0)]})],
         [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
         x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True}))
+    # The same for ONNX's Gemm (a dense layer exported from 2-D inputs), with or
+    # without a bias vector.
+    gemm = {"alpha": "?al", "beta": "?be", "trans_a": 0, "trans_b": "?tb"}
+    for tag, c in (("", []), ("-bias", ["b"])):
+        rules.append(_rule(
+            f"fusion-merge-gemm{tag}-rows",
+            [PNode("gemm", ["x1", "w", *c], gemm), PNode("gemm", ["x2", "w", *c], gemm)],
+            [PNode("concat", ["x1", "x2"], {"axis": 0}),
+             PNode("gemm", [(0, 0), "w", *c], gemm),
+             PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim("x1", 0), _dim("x2", 0)]})],
+            [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
+            x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True},
+            **({"b": {"rank": 1}} if c else {})))
     return rules
 
 
@@ -179,7 +192,8 @@ def group_rules() -> list[Rule]:
 # device fuses, and those whose matches lie in different pieces (a recurrent
 # layer's steps).
 FUSED_GAINS = ("rows-dense-residual",)
-ACROSS_PIECES = ("fusion-merge-matmul-rows",)
+ACROSS_PIECES = ("fusion-merge-matmul-rows", "fusion-merge-gemm-rows",
+                 "fusion-merge-gemm-bias-rows")
 
 
 def row_rules() -> list[Rule]:

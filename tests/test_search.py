@@ -223,8 +223,8 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
     for v in rule.variables():
         if rid.startswith("rows-"):  # a 3-D dense layer with a residual add
             shapes[v] = {"x": (2, 3, 5), "w": (5, 4), "b": (4,), "r": (2, 3, 4)}[v]
-        elif rid.endswith("matmul-rows"):  # products by one weight
-            shapes[v] = {"x1": (3, 5), "x2": (2, 5), "w": (5, 4)}[v]
+        elif rid.endswith("-rows"):  # products by one weight
+            shapes[v] = {"x1": (3, 5), "x2": (2, 5), "w": (5, 4), "b": (4,)}[v]
         elif "matmul" in rid:
             rank = 3 if rid.endswith("rank3") else 2
             shapes[v] = {"x": (3, 5) if rank == 2 else (2, 3, 5), "b1": (4,), "b2": (4,)}.get(
@@ -237,7 +237,8 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
             shapes[v] = {"x": (1, 4, 6, 6), "w": (4, 4, 3, 3), "w2": (4, 4, 3, 3),
                          "w1": (4, 4, 1, 1) if "enlarge" in rid else (4, 4, 3, 3)
                          }.get(v, (4,))
-    attrs = {"s": (1, 1), "p": (1, 1, 1, 1), "d": (1, 1), "g": 1, "a": "relu", "e": 1e-3}
+    attrs = {"s": (1, 1), "p": (1, 1, 1, 1), "d": (1, 1), "g": 1, "a": "relu", "e": 1e-3,
+             "al": 0.5, "be": 2.0, "tb": 0}
     if "gconv" in rid:
         attrs["p"] = (1, 1, 1, 1)
     return shapes, attrs
@@ -328,6 +329,42 @@ def test_products_by_one_weight_merge_across_pieces(monkeypatch):
     assert ops(r.graph)["matmul"] == 4 + 1  # the four by u, one by w
     assert_same(g, r.graph)
     assert r.cost_after < r.cost_before
+
+
+def test_an_onnx_rnn_of_gemms_stacks_its_input_products():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from taso.optimizer.check import check_equivalence
+
+    # An unrolled cell as PyTorch exports nn.Linear on 2-D inputs: Gemm with
+    # transB=1 and a bias, the input weight shared by the steps.
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), n)
+             for n in ("W", "U")] + [
+        numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")]
+    nodes, h = [], "h0"
+    for i in range(3):
+        nodes += [helper.make_node("Gemm", [f"x{i}", "W", "b"], [f"p{i}"], transB=1),
+                  helper.make_node("Gemm", [h, "U"], [f"q{i}"], transB=1),
+                  helper.make_node("Add", [f"p{i}", f"q{i}"], [f"s{i}"]),
+                  helper.make_node("Tanh", [f"s{i}"], [f"h{i + 1}"])]
+        h = f"h{i + 1}"
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, (1, 8))
+           for n in ("h0", "x0", "x1", "x2")]
+    model = helper.make_model(
+        helper.make_graph(nodes, "rnn", ins,
+                          [helper.make_tensor_value_info(h, TensorProto.FLOAT, (1, 8))], inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    g = taso.load_onnx(model)
+
+    def weight_bound(op, attrs, shapes):  # a product costs its weight's read
+        return 10.0 if op == "gemm" else 1.0
+
+    r = run_search(g, budget=50, rules=FUSION, cost_model=weight_bound)
+    assert r.rules_applied.get("fusion-merge-gemm-bias-rows", 0) == 2
+    assert ops(r.graph)["gemm"] == 3 + 1  # the three by U, one by W
+    check_equivalence(model, taso.export_onnx(r.graph), feeds=g.random_inputs(0))
 
 
 def test_fusion_json_matches_its_source():

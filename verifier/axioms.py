@@ -119,6 +119,7 @@ DOMAINS: dict[str, list[Any]] = {
     "e": [1e-5, 1e-3, 0.5], "G": [1, 2, 4], "h": [1, 2], "cnt": [1, 2],
     "K": [1, 3, 5], "d0": [1, 2, 3], "d1": [1, 2, 3], "d2": [1, 3], "d3": [1, 3],
     "ic": [(1, 1, 1, 1), (2, 2, 3, 3), (3, 3, 1, 1), (2, 2, 1, 3)],
+    "al": [1.0, 0.5], "be": [1.0, 2.0], "tb": [0, 1],
 }
 # the strictness axioms name their attribute variables after the attributes
 DOMAINS.update(strides=DOMAINS["s"], pads=DOMAINS["p"], dilations=DOMAINS["d"],
@@ -572,8 +573,29 @@ for _r in (2, 3):  # a dense layer's bias, broadcast over the last axis, follows
           _l, concat(_r - 1, app("add", x, b), app("add", y, b2)), ok(_l), eq(rank(x), _r),
           eq(rank(b), 1), eq(dim(b, 0), dim(x, _r - 1)), eq(dim(b2, 0), dim(y, _r - 1)))
 
+# ---- gemm (ONNX's dense layer) with A not transposed: its rows are independent, as a
+# product's are, when C is absent or one vector broadcast over them --------------------------
+_family = "gemm"
+
+
+def gemm(a, bm, *c):
+    return app("gemm", a, bm, *c, alpha="?al", beta="?be", trans_a=0, trans_b="?tb")
+
+
+for _c, _tag in (((), ""), ((b,), "-bias")):
+    _l = gemm(concat(0, x, y), z, *_c)
+    axiom(f"gemm{_tag}-concat-rows", f"gemm([x ; y], z{', b' * bool(_c)}) = "
+          f"[gemm(x, z{', b' * bool(_c)}) ; gemm(y, z{', b' * bool(_c)})]  (A not transposed"
+          f"{'; b a vector' * bool(_c)})", _l,
+          concat(0, gemm(x, z, *_c), gemm(y, z, *_c)), ok(_l),
+          *[eq(rank(b), 1)] * bool(_c), ranks={"b": 1})
+
 # ---- shapes: what each operator's shape rule says about dim() and rank() ----------------------
 _family = "shape"
+for _c, _tag in (((), ""), ((b,), "-bias")):
+    _e = gemm(x, y, *_c)
+    axiom(f"gemm{_tag}-dim0", "dim(gemm(x, ...), 0) = dim(x, 0)  (A not transposed)",
+          dim(_e, 0), dim(x, 0), ok(_e), triggers=((_e,),), ranks={"b": 1})
 for _a in ACTS:
     axiom(f"{_a}-dim", f"dim({_a}(x), i) = dim(x, i)", dim(act(_a, x), "?i"), dim(x, "?i"))
     axiom(f"{_a}-rank", f"rank({_a}(x)) = rank(x)", rank(act(_a, x)), rank(x))
@@ -684,6 +706,11 @@ for _op in ("ewadd", "ewmul", "scalar_mul", "relu", "sigmoid", "tanh", "transpos
     for _v in _args:
         axiom(f"{_op}-strict-{_v}", f"ok({_op}(...{_v}...)) implies ok({_v})", _v, None, ok(_e),
               rel="ok", triggers=((_e,),), ranks=_ranks)
+for _c in ((), (b,)):
+    _e = gemm(x, y, *_c)
+    for _v in (x, y, *_c):
+        axiom(f"gemm{len(_c) + 2}-strict-{_v}", f"ok(gemm(...{_v}...)) implies ok({_v})", _v,
+              None, ok(_e), rel="ok", triggers=((_e,),))
 for _n in (2, 3, 4):
     _args = (x, y, z, u)[:_n]
     _e = concat("?a", *_args)
