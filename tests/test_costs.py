@@ -25,6 +25,7 @@ from taso.optimizer.cost.memory import (
 )
 
 import taso
+from taso.models import ALL
 from taso.ops import get_op
 
 FAST = dict(warmup=1, repeats=3, min_seconds=0.0)
@@ -424,6 +425,36 @@ def test_cupy_times_whole_models_against_each_other():
     g.mark_output(g.relu(g.matmul(x, g.new_weight((256, 256)))))
     a, b = m.time_models([g, g], rounds=3)
     assert a > 0 and b > 0 and 0.5 < a / b < 2  # the same graph, timed twice
+
+
+@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_every_model_runs_on_the_gpu_as_the_reference(name):
+    import cupy
+
+    g = ALL[name](small=True)
+    feeds = g.random_inputs(seed=5)
+    got = gpu.run_graph(cupy, g, {k: cupy.asarray(v) for k, v in feeds.items()},
+                        {n.id: cupy.asarray(n.data) for n in g.weights}, gpu.cudnn_module())
+    for x, y in zip(got, g.evaluate(feeds)):
+        np.testing.assert_allclose(cupy.asnumpy(x), y, rtol=1e-3, atol=1e-3)
+
+
+def test_arrays_of_another_module_pass_through_the_reference_unconverted():
+    from taso.ops.base import as_array
+
+    class Device:  # as a cupy array: it has a shape and refuses an implicit host copy
+        shape = (2,)
+
+        def __array__(self, *args, **kwargs):
+            raise TypeError("implicit conversion to a NumPy array is not allowed")
+
+    d = Device()
+    assert as_array(d) is d
+    assert isinstance(as_array(np.float32(1.5)), np.ndarray)  # numpy's 0-d results
+    split = get_op("split")
+    parts = split.run_ref({"axis": 0, "sizes": (1, 2)}, [np.arange(3.0)])
+    assert [p.tolist() for p in parts] == [[0.0], [1.0, 2.0]]
 
 
 # ---- the benchmarks, on one small model ---------------------------------------------------------

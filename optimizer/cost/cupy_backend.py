@@ -148,9 +148,20 @@ def lower_sigmoid(xp, a, x, cudnn=None):
     return activate(xp, "sigmoid", x)  # in float32: the reference computes in float64
 
 
+def lower_erf(xp, a, x, cudnn=None):
+    from cupyx.scipy.special import erf  # the reference's erf is math.erf, host only
+
+    return erf(x)
+
+
+def lower_gelu(xp, a, x, cudnn=None):
+    return 0.5 * x * (1.0 + lower_erf(xp, a, x * (1.0 / 2.0 ** 0.5)))
+
+
 LOWERINGS: dict[str, Callable[..., Any]] = {
     "conv2d": lower_conv2d, "conv2d_bias": lower_conv2d_bias, "maxpool2d": lower_maxpool2d,
     "avgpool2d": lower_avgpool2d, "matmul": lower_matmul, "sigmoid": lower_sigmoid,
+    "erf": lower_erf, "gelu": lower_gelu,
 }
 
 

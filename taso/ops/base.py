@@ -201,11 +201,20 @@ class ConstantOp(Op):
         em.node("Identity", [em.const(self.ref(a), self.name)], outs)
 
 
+def as_array(x: Any) -> Any:
+    """`x` as an array: numpy arithmetic on 0-d arrays returns scalars (np.generic),
+    which become arrays; an array of another module that numpy's dispatch
+    reached (cupy, on the GPU cost model's path) stays what it is, since cupy
+    refuses an implicit copy to the host."""
+    if isinstance(x, np.ndarray) or (hasattr(x, "shape") and not isinstance(x, np.generic)):
+        return x
+    return np.asarray(x)
+
+
 def _outputs(out: Any) -> list[np.ndarray]:
-    # numpy arithmetic on 0-d arrays returns scalars (np.generic): make them arrays.
-    if isinstance(out, (np.ndarray, np.generic)):
-        return [np.asarray(out)]
-    return [np.asarray(o) for o in out]
+    if isinstance(out, (list, tuple)):  # an operator of several outputs
+        return [as_array(o) for o in out]
+    return [as_array(out)]
 
 
 def _is_shape(x: Any) -> bool:

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import Op, P, check, inv, mod, onnx_importer, poly, register
+from .base import Op, P, as_array, check, inv, mod, onnx_importer, poly, register
 from .shape import _axis
 
 # ---- fingerprint helpers -------------------------------------------------------
@@ -54,7 +54,7 @@ def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
 
 
 def _f32(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x).astype(np.float32)
+    return as_array(x).astype(np.float32)
 
 
 def f32_attr(v: float) -> float:
