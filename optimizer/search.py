@@ -255,19 +255,27 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
     start = cost = model.graph_cost(graph)
     best_graph = graph
     # The first improvement, not the best: the matches are mostly independent
-    # (one per layer or time step), and a long sequence has thousands.
+    # (one per layer or time step), and a long sequence has thousands, so the
+    # core builds the rewrites a page at a time (pages of 1, 2, 4, ... 64).
     for _ in range(max_steps):
-        for ri, cand in engine.core.expand(cg):
-            g = engine.from_core(cand, graph)
-            c = model.graph_cost(g)
-            if c < cost:
-                cost, cg, best_graph = c, cand, g
-                applied[engine.rules[ri].id] += 1
-                if progress is not None:
-                    progress(sum(applied.values()), cost)
+        found, skip, page = None, 0, 1
+        while found is None:
+            cands = engine.core.expand(cg, skip, page)
+            for ri, cand in cands:
+                g = engine.from_core(cand, graph)
+                c = model.graph_cost(g)
+                if c < cost:
+                    found = (ri, cand, g, c)
+                    break
+            if len(cands) < page:
                 break
-        else:
+            skip, page = skip + page, min(2 * page, 64)
+        if found is None:
             break
+        ri, cg, best_graph, cost = found
+        applied[engine.rules[ri].id] += 1
+        if progress is not None:
+            progress(sum(applied.values()), cost)
     if cost >= (1 - margin) * start:
         return graph, Counter()
     log.info("rewrites of the joined graph: %s, cost %.3f -> %.3f", dict(applied), start, cost)

@@ -331,6 +331,20 @@ def test_products_by_one_weight_merge_across_pieces(monkeypatch):
     assert r.cost_after < r.cost_before
 
 
+def test_expand_pages_through_the_rewrites():
+    g = taso.new_graph()
+    w = g.new_weight((8, 8))
+    for i in range(4):
+        g.mark_output(g.matmul(g.new_input((1, 8), name=f"x{i}"), w))
+    e = engine([FUSION.by_id("fusion-merge-matmul-rows")])
+    cg = e.to_core(g)
+    every = [c.hash for _, c in e.core.expand(cg)]
+    assert len(every) == 6  # one per pair of the four products
+    paged = [c.hash for k in range(0, 6, 4) for _, c in e.core.expand(cg, k, 4)]
+    assert paged == every
+    assert e.core.expand(cg, 0, 0) == [] and len(e.core.expand(cg, 5)) == 1
+
+
 def test_an_onnx_rnn_of_gemms_stacks_its_input_products():
     import onnx
     from onnx import TensorProto, helper, numpy_helper

@@ -706,12 +706,18 @@ std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& 
     return gh;
 }
 
-std::vector<std::pair<int, Graph>> Core::expand(const Graph& g) {
+std::vector<std::pair<int, Graph>> Core::expand(const Graph& g, int skip, int limit) {
     std::vector<std::pair<int, Graph>> out;
+    if (limit == 0) return out;
+    int seen = 0;
     for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri)
         for (const Match& m : matches(g, ri))
             if (!weight_only(g, m) && !mirrored(g, ri, m))
-                if (auto ng = apply(g, ri, m)) out.push_back({ri, std::move(*ng)});
+                if (auto ng = apply(g, ri, m)) {
+                    if (seen++ < skip) continue;
+                    out.push_back({ri, std::move(*ng)});
+                    if (limit > 0 && static_cast<int>(out.size()) == limit) return out;
+                }
     return out;
 }
 

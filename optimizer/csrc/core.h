@@ -194,8 +194,9 @@ public:
     // Would the rewrite make a variable depend on a target that reads it?
     // (needs dirty_ as rewrite_hash leaves it)
     bool creates_cycle(const Graph& g, const Rule& r, const Match& m);
-    // All one-step rewrites of g the search considers: (rule index, graph).
-    std::vector<std::pair<int, Graph>> expand(const Graph& g);
+    // The one-step rewrites of g the search considers: (rule index, graph), in
+    // rule then match order; the first `skip` left out, at most `limit` (-1: all).
+    std::vector<std::pair<int, Graph>> expand(const Graph& g, int skip = 0, int limit = -1);
 
     SearchResult search(const Graph& g, const SearchOptions& opt);
 

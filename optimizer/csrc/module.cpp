@@ -153,7 +153,8 @@ NB_MODULE(_search, m) {
                 return out;
             },
             nb::arg("graph"), nb::arg("rule"))
-        .def("expand", &Core::expand, nb::arg("graph"))
+        .def("expand", &Core::expand, nb::arg("graph"), nb::arg("skip") = 0,
+             nb::arg("limit") = -1)
         .def(
             "hash_checks",
             [](Core& c, const Graph& g) {
