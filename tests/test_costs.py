@@ -429,7 +429,7 @@ def test_cupy_times_whole_models_against_each_other():
 
 @pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
 @pytest.mark.parametrize("name", sorted(ALL))
-def test_every_model_runs_on_the_gpu_as_the_reference(name):
+def test_cupy_runs_every_small_model_as_the_reference(name):
     import cupy
 
     g = ALL[name](small=True)
