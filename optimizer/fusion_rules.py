@@ -140,8 +140,11 @@ def merge_rules() -> list[Rule]:
             b1={"rank": 1, "same_dim": [[0, "w1", 1]]},
             b2={"rank": 1, "same_dim": [[0, "w2", 1]]}))
     # Products by one weight (a recurrent layer's input weights over its time
-    # steps): one product over the stacked rows reads the weight once.
+    # steps): one product over the stacked rows reads the weight once. A stack
+    # of n rows grows by one (stack rules, tried first), so it stays one Concat
+    # and one Split instead of a tree of pairs; two products start one.
     act = {"activation": "?a"}
+    rules += stack_rules()
     rules.append(_rule(
         "fusion-merge-matmul-rows",
         [PNode("matmul", ["x1", "w"], act), PNode("matmul", ["x2", "w"], act)],
@@ -163,6 +166,31 @@ def merge_rules() -> list[Rule]:
             [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
             x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True},
             **({"b": {"rank": 1}} if c else {})))
+    return rules
+
+
+STACK_MAX = 8  # rows of a stack at most (the verifier's n-ary concat axioms)
+
+
+def stack_rules() -> list[Rule]:
+    """A product over a stack of n rows and one more product by the same weight ->
+    the product over the n + 1 rows. The stack's concatenation is kept for its
+    other readers (the stacks of other weights over the same rows)."""
+    act = {"activation": "?a"}
+    rules = []
+    for n in range(2, STACK_MAX):
+        xs = [f"x{i}" for i in range(n)]
+        rules.append(_rule(
+            f"fusion-stack-matmul-rows-{n}",
+            [PNode("concat", xs, {"axis": 0}), PNode("matmul", [(0, 0), "w"], act),
+             PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim(x, 0) for x in xs]}),
+             PNode("matmul", ["y", "w"], act)],
+            [PNode("concat", [*xs, "y"], {"axis": 0}), PNode("matmul", [(0, 0), "w"], act),
+             PNode("split", [(1, 0)], {"axis": 0,
+                                       "sizes": [_dim(x, 0) for x in [*xs, "y"]]}),
+             PNode("concat", xs, {"axis": 0})],
+            [*[[(2, i), (2, i)] for i in range(n)], [(3, 0), (2, n)], [(0, 0), (3, 0)]],
+            **{x: {"rank": 2} for x in [*xs, "y"]}, w={"rank": 2, "weight": True}))
     return rules
 
 
@@ -193,7 +221,8 @@ def group_rules() -> list[Rule]:
 # layer's steps).
 FUSED_GAINS = ("rows-dense-residual",)
 ACROSS_PIECES = ("fusion-merge-matmul-rows", "fusion-merge-gemm-rows",
-                 "fusion-merge-gemm-bias-rows")
+                 "fusion-merge-gemm-bias-rows",
+                 *(f"fusion-stack-matmul-rows-{n}" for n in range(2, STACK_MAX)))
 
 
 def row_rules() -> list[Rule]:

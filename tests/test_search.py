@@ -223,6 +223,8 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
     for v in rule.variables():
         if rid.startswith("rows-"):  # a 3-D dense layer with a residual add
             shapes[v] = {"x": (2, 3, 5), "w": (5, 4), "b": (4,), "r": (2, 3, 4)}[v]
+        elif "-stack-" in rid:  # a stack of rows and one more product by its weight
+            shapes[v] = {"w": (5, 4), "y": (1, 5)}.get(v, (2, 5))
         elif rid.endswith("-rows"):  # products by one weight
             shapes[v] = {"x1": (3, 5), "x2": (2, 5), "w": (5, 4), "b": (4,)}[v]
         elif "matmul" in rid:
@@ -327,6 +329,9 @@ def test_products_by_one_weight_merge_across_pieces(monkeypatch):
     assert all(a[3] > b[3] for a, b in zip(joined, joined[1:]))  # each lowers the cost
     assert r.rules_applied.get("fusion-merge-matmul-rows", 0) >= 1
     assert ops(r.graph)["matmul"] == 4 + 1  # the four by u, one by w
+    # one flat stack: the pair started it, the stack rules grew it
+    assert r.rules_applied.get("fusion-stack-matmul-rows-2", 0) >= 1
+    assert ops(r.graph)["concat"] == ops(r.graph)["split"] == 1
     assert_same(g, r.graph)
     assert r.cost_after < r.cost_before
 

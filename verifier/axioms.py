@@ -312,6 +312,16 @@ for _k, _v in enumerate((x, y)):
           _l, _v, ok(_l))
 _l = concat("?a", split(x, "?a", ("?s1", "?s2"), 0), split(x, "?a", ("?s1", "?s2"), 1))
 axiom("concat-split", "concat_a(split_a(x)[0], split_a(x)[1]) = x", _l, x, ok(_l))
+# Concatenations of more parts (a stack of rows, STACK_ARITIES); the check draws
+# matrices with sizes 1 and 2, so that the parts agree often enough to compare.
+STACK_ARITIES = range(3, 9)
+for _m in STACK_ARITIES:
+    _xs = tuple(Var(f"x{_i}") for _i in range(_m))
+    for _k in range(_m):
+        _l = split(concat("?a", *_xs), "?a", tuple(dim(_v, "?a") for _v in _xs), _k)
+        axiom(f"split-concat{_k}-of-{_m}", f"split_a(concat_a(x0..x{_m - 1}), sizes of the "
+              f"parts)[{_k}] = x{_k}", _l, _xs[_k], ok(_l), sizes=(1, 2),
+              ranks={_v.name: 2 for _v in _xs})
 
 # ---- matrix products (TASO: associativity, distributivity, concat interchange, scalars,
 # the identity matrix) -------------------------------------------------------------------------
@@ -339,6 +349,13 @@ _l = matmul(concat(0, x, y), z, "?act")
 axiom("matmul-concat-rows", "[x ; y] z = [x z ; y z]  (2-D)", _l,
       concat(0, matmul(x, z, "?act"), matmul(y, z, "?act")), ok(_l), eq(rank(x), 2),
       eq(rank(z), 2))
+for _m in STACK_ARITIES:
+    _xs = tuple(Var(f"x{_i}") for _i in range(_m))
+    _l = matmul(concat(0, *_xs), z, "?act")
+    axiom(f"matmul-concat-rows-of-{_m}", f"[x0 ; ... ; x{_m - 1}] z = [x0 z ; ... ; x{_m - 1} z]"
+          "  (2-D)", _l, concat(0, *(matmul(_v, z, "?act") for _v in _xs)), ok(_l),
+          *(eq(rank(_v), 2) for _v in _xs), eq(rank(z), 2), sizes=(1, 2),
+          ranks={**{_v.name: 2 for _v in _xs}, "z": 2})
 _l = matmul(concat(1, x, y), concat(0, z, u))
 axiom("matmul-concat-inner", "[x | y] [z ; u] = x z + y u  (2-D, x cols = z rows)", _l,
       ewadd(matmul(x, z), matmul(y, u)), ok(_l), eq(dim(x, 1), dim(z, 0)), eq(rank(x), 2),
@@ -711,8 +728,8 @@ for _c in ((), (b,)):
     for _v in (x, y, *_c):
         axiom(f"gemm{len(_c) + 2}-strict-{_v}", f"ok(gemm(...{_v}...)) implies ok({_v})", _v,
               None, ok(_e), rel="ok", triggers=((_e,),))
-for _n in (2, 3, 4):
-    _args = (x, y, z, u)[:_n]
+for _n in (2, 3, 4, *range(5, max(STACK_ARITIES) + 1)):
+    _args = (x, y, z, u)[:_n] if _n <= 4 else tuple(Var(f"x{_i}") for _i in range(_n))
     _e = concat("?a", *_args)
     for _v in _args:
         axiom(f"concat{_n}-strict-{_v}", f"ok(concat(...{_v}...)) implies ok({_v})", _v, None,
