@@ -22,6 +22,7 @@ from pathlib import Path
 from taso.rules_db import PNode, Rule, RuleSet
 
 CONV_VARS = {"strides": "?s", "pads": "?p", "dilations": "?d", "groups": "?g"}
+GEMM = {"alpha": "?al", "beta": "?be", "trans_a": 0, "trans_b": "?tb"}  # A not transposed
 ACTS = ("relu", "sigmoid", "tanh")
 GROUPS = (2, 4, 8, 16, 32, 64)
 
@@ -155,13 +156,12 @@ def merge_rules() -> list[Rule]:
         x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True}))
     # The same for ONNX's Gemm (a dense layer exported from 2-D inputs), with or
     # without a bias vector.
-    gemm = {"alpha": "?al", "beta": "?be", "trans_a": 0, "trans_b": "?tb"}
     for tag, c in (("", []), ("-bias", ["b"])):
         rules.append(_rule(
             f"fusion-merge-gemm{tag}-rows",
-            [PNode("gemm", ["x1", "w", *c], gemm), PNode("gemm", ["x2", "w", *c], gemm)],
+            [PNode("gemm", ["x1", "w", *c], GEMM), PNode("gemm", ["x2", "w", *c], GEMM)],
             [PNode("concat", ["x1", "x2"], {"axis": 0}),
-             PNode("gemm", [(0, 0), "w", *c], gemm),
+             PNode("gemm", [(0, 0), "w", *c], GEMM),
              PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim("x1", 0), _dim("x2", 0)]})],
             [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
             x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True},
@@ -174,23 +174,26 @@ STACK_MAX = 8  # rows of a stack at most (the verifier's n-ary concat axioms)
 
 def stack_rules() -> list[Rule]:
     """A product over a stack of n rows and one more product by the same weight ->
-    the product over the n + 1 rows. The stack's concatenation is kept for its
-    other readers (the stacks of other weights over the same rows)."""
-    act = {"activation": "?a"}
+    the product over the n + 1 rows (MatMul; Gemm with or without its bias). The
+    stack's concatenation is kept for its other readers (the stacks of other
+    weights over the same rows)."""
     rules = []
-    for n in range(2, STACK_MAX):
-        xs = [f"x{i}" for i in range(n)]
-        rules.append(_rule(
-            f"fusion-stack-matmul-rows-{n}",
-            [PNode("concat", xs, {"axis": 0}), PNode("matmul", [(0, 0), "w"], act),
-             PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim(x, 0) for x in xs]}),
-             PNode("matmul", ["y", "w"], act)],
-            [PNode("concat", [*xs, "y"], {"axis": 0}), PNode("matmul", [(0, 0), "w"], act),
-             PNode("split", [(1, 0)], {"axis": 0,
-                                       "sizes": [_dim(x, 0) for x in [*xs, "y"]]}),
-             PNode("concat", xs, {"axis": 0})],
-            [*[[(2, i), (2, i)] for i in range(n)], [(3, 0), (2, n)], [(0, 0), (3, 0)]],
-            **{x: {"rank": 2} for x in [*xs, "y"]}, w={"rank": 2, "weight": True}))
+    for name, op, attrs, c in (("matmul", "matmul", {"activation": "?a"}, []),
+                               ("gemm", "gemm", GEMM, []), ("gemm-bias", "gemm", GEMM, ["b"])):
+        for n in range(2, STACK_MAX):
+            xs = [f"x{i}" for i in range(n)]
+            rules.append(_rule(
+                f"fusion-stack-{name}-rows-{n}",
+                [PNode("concat", xs, {"axis": 0}), PNode(op, [(0, 0), "w", *c], attrs),
+                 PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim(x, 0) for x in xs]}),
+                 PNode(op, ["y", "w", *c], attrs)],
+                [PNode("concat", [*xs, "y"], {"axis": 0}), PNode(op, [(0, 0), "w", *c], attrs),
+                 PNode("split", [(1, 0)], {"axis": 0,
+                                           "sizes": [_dim(x, 0) for x in [*xs, "y"]]}),
+                 PNode("concat", xs, {"axis": 0})],
+                [*[[(2, i), (2, i)] for i in range(n)], [(3, 0), (2, n)], [(0, 0), (3, 0)]],
+                **{x: {"rank": 2} for x in [*xs, "y"]}, w={"rank": 2, "weight": True},
+                **({"b": {"rank": 1}} if c else {})))
     return rules
 
 
@@ -222,7 +225,8 @@ def group_rules() -> list[Rule]:
 FUSED_GAINS = ("rows-dense-residual",)
 ACROSS_PIECES = ("fusion-merge-matmul-rows", "fusion-merge-gemm-rows",
                  "fusion-merge-gemm-bias-rows",
-                 *(f"fusion-stack-matmul-rows-{n}" for n in range(2, STACK_MAX)))
+                 *(f"fusion-stack-{name}-rows-{n}" for name in ("matmul", "gemm", "gemm-bias")
+                   for n in range(2, STACK_MAX)))
 
 
 def row_rules() -> list[Rule]:

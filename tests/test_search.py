@@ -224,7 +224,7 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
         if rid.startswith("rows-"):  # a 3-D dense layer with a residual add
             shapes[v] = {"x": (2, 3, 5), "w": (5, 4), "b": (4,), "r": (2, 3, 4)}[v]
         elif "-stack-" in rid:  # a stack of rows and one more product by its weight
-            shapes[v] = {"w": (5, 4), "y": (1, 5)}.get(v, (2, 5))
+            shapes[v] = {"w": (5, 4), "y": (1, 5), "b": (4,)}.get(v, (2, 5))
         elif rid.endswith("-rows"):  # products by one weight
             shapes[v] = {"x1": (3, 5), "x2": (2, 5), "w": (5, 4), "b": (4,)}[v]
         elif "matmul" in rid:
@@ -381,8 +381,10 @@ def test_an_onnx_rnn_of_gemms_stacks_its_input_products():
         return 10.0 if op == "gemm" else 1.0
 
     r = run_search(g, budget=50, rules=FUSION, cost_model=weight_bound)
-    assert r.rules_applied.get("fusion-merge-gemm-bias-rows", 0) == 2
+    assert r.rules_applied == {"fusion-merge-gemm-bias-rows": 1,
+                               "fusion-stack-gemm-bias-rows-2": 1}
     assert ops(r.graph)["gemm"] == 3 + 1  # the three by U, one by W
+    assert ops(r.graph)["concat"] == ops(r.graph)["split"] == 1
     check_equivalence(model, taso.export_onnx(r.graph), feeds=g.random_inputs(0))
 
 

@@ -606,6 +606,14 @@ for _c, _tag in (((), ""), ((b,), "-bias")):
           f"{'; b a vector' * bool(_c)})", _l,
           concat(0, gemm(x, z, *_c), gemm(y, z, *_c)), ok(_l),
           *[eq(rank(b), 1)] * bool(_c), ranks={"b": 1})
+    for _m in STACK_ARITIES:
+        _xs = tuple(Var(f"x{_i}") for _i in range(_m))
+        _l = gemm(concat(0, *_xs), z, *_c)
+        axiom(f"gemm{_tag}-concat-rows-of-{_m}", f"gemm([x0 ; ... ; x{_m - 1}], z"
+              f"{', b' * bool(_c)}) = [gemm(x0, ...) ; ... ; gemm(x{_m - 1}, ...)]", _l,
+              concat(0, *(gemm(_v, z, *_c) for _v in _xs)), ok(_l),
+              *[eq(rank(b), 1)] * bool(_c), sizes=(1, 2),
+              ranks={**{_v.name: 2 for _v in _xs}, "z": 2, "b": 1})
 
 # ---- shapes: what each operator's shape rule says about dim() and rank() ----------------------
 _family = "shape"
