@@ -736,7 +736,7 @@ for _c in ((), (b,)):
     for _v in (x, y, *_c):
         axiom(f"gemm{len(_c) + 2}-strict-{_v}", f"ok(gemm(...{_v}...)) implies ok({_v})", _v,
               None, ok(_e), rel="ok", triggers=((_e,),))
-for _n in (2, 3, 4, *range(5, max(STACK_ARITIES) + 1)):
+for _n in range(2, max(STACK_ARITIES) + 1):
     _args = (x, y, z, u)[:_n] if _n <= 4 else tuple(Var(f"x{_i}") for _i in range(_n))
     _e = concat("?a", *_args)
     for _v in _args:
