@@ -140,61 +140,48 @@ def merge_rules() -> list[Rule]:
             # a bias as long as its layer is wide (a broadcast one would not split)
             b1={"rank": 1, "same_dim": [[0, "w1", 1]]},
             b2={"rank": 1, "same_dim": [[0, "w2", 1]]}))
-    # Products by one weight (a recurrent layer's input weights over its time
-    # steps): one product over the stacked rows reads the weight once. A stack
-    # of n rows grows by one (stack rules, tried first), so it stays one Concat
-    # and one Split instead of a tree of pairs; two products start one.
-    act = {"activation": "?a"}
-    rules += stack_rules()
-    rules.append(_rule(
-        "fusion-merge-matmul-rows",
-        [PNode("matmul", ["x1", "w"], act), PNode("matmul", ["x2", "w"], act)],
-        [PNode("concat", ["x1", "x2"], {"axis": 0}),
-         PNode("matmul", [(0, 0), "w"], act),
-         PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim("x1", 0), _dim("x2", 0)]})],
-        [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
-        x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True}))
-    # The same for ONNX's Gemm (a dense layer exported from 2-D inputs), with or
-    # without a bias vector.
-    for tag, c in (("", []), ("-bias", ["b"])):
-        rules.append(_rule(
-            f"fusion-merge-gemm{tag}-rows",
-            [PNode("gemm", ["x1", "w", *c], GEMM), PNode("gemm", ["x2", "w", *c], GEMM)],
-            [PNode("concat", ["x1", "x2"], {"axis": 0}),
-             PNode("gemm", [(0, 0), "w", *c], GEMM),
-             PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim("x1", 0), _dim("x2", 0)]})],
-            [[(0, 0), (2, 0)], [(1, 0), (2, 1)]],
-            x1={"rank": 2}, x2={"rank": 2}, w={"rank": 2, "weight": True},
-            **({"b": {"rank": 1}} if c else {})))
-    return rules
+    return rules + stacked_rows_rules()
 
 
 STACK_MAX = 8  # rows of a stack at most (the verifier's n-ary concat axioms)
+# Products by one weight that can run over stacked rows: (name, operator, its
+# attributes, the inputs after the rows and the weight).
+PRODUCTS = (("matmul", "matmul", {"activation": "?a"}, []), ("gemm", "gemm", GEMM, []),
+            ("gemm-bias", "gemm", GEMM, ["b"]))
 
 
-def stack_rules() -> list[Rule]:
-    """A product over a stack of n rows and one more product by the same weight ->
-    the product over the n + 1 rows (MatMul; Gemm with or without its bias). The
-    stack's concatenation is kept for its other readers (the stacks of other
-    weights over the same rows)."""
-    rules = []
-    for name, op, attrs, c in (("matmul", "matmul", {"activation": "?a"}, []),
-                               ("gemm", "gemm", GEMM, []), ("gemm-bias", "gemm", GEMM, ["b"])):
-        for n in range(2, STACK_MAX):
+def stacked_rows_rules() -> list[Rule]:
+    """Products by one weight (a recurrent layer's input weights over its time
+    steps) -> one product over the stacked rows, which reads the weight once.
+    Two products start a stack (`fusion-merge-*-rows`); a stack of n rows then
+    grows by one more product (`fusion-stack-*-rows-n`, listed first so that
+    they are tried first), and stays one Concat and one Split instead of a tree
+    of pairs. The stack's concatenation is kept for its other readers (the
+    stacks of other weights over the same rows)."""
+    stacks, pairs = [], []
+    for name, op, attrs, c in PRODUCTS:
+        ranks = {"w": {"rank": 2, "weight": True}, **({"b": {"rank": 1}} if c else {})}
+        for n in range(1, STACK_MAX):
             xs = [f"x{i}" for i in range(n)]
-            rules.append(_rule(
-                f"fusion-stack-{name}-rows-{n}",
-                [PNode("concat", xs, {"axis": 0}), PNode(op, [(0, 0), "w", *c], attrs),
-                 PNode("split", [(1, 0)], {"axis": 0, "sizes": [_dim(x, 0) for x in xs]}),
-                 PNode(op, ["y", "w", *c], attrs)],
-                [PNode("concat", [*xs, "y"], {"axis": 0}), PNode(op, [(0, 0), "w", *c], attrs),
-                 PNode("split", [(1, 0)], {"axis": 0,
-                                           "sizes": [_dim(x, 0) for x in [*xs, "y"]]}),
-                 PNode("concat", xs, {"axis": 0})],
-                [*[[(2, i), (2, i)] for i in range(n)], [(3, 0), (2, n)], [(0, 0), (3, 0)]],
-                **{x: {"rank": 2} for x in [*xs, "y"]}, w={"rank": 2, "weight": True},
-                **({"b": {"rank": 1}} if c else {})))
-    return rules
+            sizes = [_dim(x, 0) for x in [*xs, "y"]]
+            if n == 1:
+                src = [PNode(op, ["x0", "w", *c], attrs), PNode(op, ["y", "w", *c], attrs)]
+                outputs = [[(0, 0), (2, 0)], [(1, 0), (2, 1)]]
+            else:  # (0) the stack's rows, (1) their product, (2) its split, (3) one more
+                src = [PNode("concat", xs, {"axis": 0}), PNode(op, [(0, 0), "w", *c], attrs),
+                       PNode("split", [(1, 0)], {"axis": 0, "sizes": sizes[:-1]}),
+                       PNode(op, ["y", "w", *c], attrs)]
+                outputs = [*[[(2, i), (2, i)] for i in range(n)], [(3, 0), (2, n)],
+                           [(0, 0), (3, 0)]]
+            dst = [PNode("concat", [*xs, "y"], {"axis": 0}), PNode(op, [(0, 0), "w", *c], attrs),
+                   PNode("split", [(1, 0)], {"axis": 0, "sizes": sizes})]
+            if n > 1:
+                dst.append(PNode("concat", xs, {"axis": 0}))
+            rule = _rule(f"fusion-merge-{name}-rows" if n == 1 else
+                         f"fusion-stack-{name}-rows-{n}", src, dst, outputs,
+                         **{x: {"rank": 2} for x in [*xs, "y"]}, **ranks)
+            (pairs if n == 1 else stacks).append(rule)
+    return stacks + pairs
 
 
 def group_rules() -> list[Rule]:
@@ -223,10 +210,7 @@ def group_rules() -> list[Rule]:
 # device fuses, and those whose matches lie in different pieces (a recurrent
 # layer's steps).
 FUSED_GAINS = ("rows-dense-residual",)
-ACROSS_PIECES = ("fusion-merge-matmul-rows", "fusion-merge-gemm-rows",
-                 "fusion-merge-gemm-bias-rows",
-                 *(f"fusion-stack-{name}-rows-{n}" for name in ("matmul", "gemm", "gemm-bias")
-                   for n in range(2, STACK_MAX)))
+ACROSS_PIECES = tuple(r.id for r in stacked_rows_rules())
 
 
 def row_rules() -> list[Rule]:

@@ -223,10 +223,8 @@ def _rule_inputs(rule: Rule) -> tuple[dict, dict]:
     for v in rule.variables():
         if rid.startswith("rows-"):  # a 3-D dense layer with a residual add
             shapes[v] = {"x": (2, 3, 5), "w": (5, 4), "b": (4,), "r": (2, 3, 4)}[v]
-        elif "-stack-" in rid:  # a stack of rows and one more product by its weight
+        elif "-stack-" in rid or rid.endswith("-rows"):  # products by one weight
             shapes[v] = {"w": (5, 4), "y": (1, 5), "b": (4,)}.get(v, (2, 5))
-        elif rid.endswith("-rows"):  # products by one weight
-            shapes[v] = {"x1": (3, 5), "x2": (2, 5), "w": (5, 4), "b": (4,)}[v]
         elif "matmul" in rid:
             rank = 3 if rid.endswith("rank3") else 2
             shapes[v] = {"x": (3, 5) if rank == 2 else (2, 3, 5), "b1": (4,), "b2": (4,)}.get(

@@ -206,7 +206,7 @@ def as_array(x: Any) -> Any:
     which become arrays; an array of another module that numpy's dispatch
     reached (cupy, on the GPU cost model's path) stays what it is, since cupy
     refuses an implicit copy to the host."""
-    if isinstance(x, np.ndarray) or (hasattr(x, "shape") and not isinstance(x, np.generic)):
+    if hasattr(x, "shape") and not isinstance(x, np.generic):
         return x
     return np.asarray(x)
 
