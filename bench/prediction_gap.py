@@ -8,8 +8,8 @@ For each model it prices the graph (`priced_units`: a fused chain counts under
 its head), profiles the exported model in one session (ORT_ENABLE_ALL, the
 benchmark's threads) and groups both sides by kind: convolution, matrix product,
 pooling, normalization, data movement, elementwise, and the layout changes
-onnxruntime inserts (which the cost model leaves out where a model stays in its
-blocked format). A fused chain counts under its head on the predicted side
+onnxruntime inserts (which the cost model reads from onnxruntime's optimized
+graph of the whole model, `layout_ms`). A fused chain counts under its head on the predicted side
 and under each kernel's kind on the profiled one (BERT's residual add and layer
 normalization: "matmul" against "norm"), so compare totals as well as rows.
 "outside kernels" is a profiled run's time outside any kernel: the executor's
@@ -76,6 +76,7 @@ def predicted_by_kind(cost_model, graph) -> Counter:
         head = graph.nodes[ids[0]]
         out[kind_of(head.a["onnx_type"], ORT_KINDS) if head.op == "opaque"
             else kind_of(head.op, TASO_KINDS)] += ms
+    out["layout"] += getattr(cost_model, "layout_ms", lambda g: 0.0)(graph)
     return out
 
 

@@ -217,6 +217,29 @@ def test_ort_bigger_matmul_costs_more(tmp_path):
     assert big > 10 * small  # 2000x the work; a model that cannot tell them apart is broken
 
 
+@needs_export
+def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
+    from taso.optimizer.cost.layout import block_size, layout_changes
+    from taso.optimizer.cost.ort import OrtCostModel, session_options
+
+    if block_size() < 4:
+        pytest.skip("onnxruntime runs no blocked layout on this CPU")
+    g = taso.new_graph()
+    x = g.new_input((1, 32, 16, 16))
+    y = g.conv2d(x, g.new_weight((12, 32, 3, 3)), padding="same")
+    g.mark_output(g.relu(y))
+    # a lone convolution: into the blocked layout before it, out of it after
+    assert sorted(layout_changes(taso.export_onnx(g), session_options(1))) == [
+        ("ReorderInput", (1, 32, 16, 16)), ("ReorderOutput", (1, 12, 16, 16))]
+    m = OrtCostModel(cache=False, threads=1, **FAST)
+    layout = m.layout_ms(g)
+    assert layout > 0
+    assert m.predict_latency(g) == pytest.approx(m.graph_cost(g) + m.overhead_ms + layout)
+    timed = m.measured
+    assert m.layout_ms(g) == layout and m.measured == timed  # each reorder timed once
+    assert m.layout_ms(merged_matmuls()) == 0.0  # no convolution, no blocked layout
+
+
 def test_chain_graph_copies_share_activations():
     from taso.optimizer.cost.ort import chain_graph
 

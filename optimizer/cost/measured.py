@@ -231,9 +231,14 @@ class MeasuredCostModel(CostModel):
         return self._memo[key]
 
     def predict_latency(self, graph: Graph) -> float:
-        """Predicted milliseconds of one whole-model run: the nodes' costs plus
-        the fixed cost of one run."""
-        return self.graph_cost(graph) + self.overhead_ms
+        """Predicted milliseconds of one whole-model run: the nodes' costs, the
+        fixed cost of one run and the layout changes inside the model."""
+        return self.graph_cost(graph) + self.overhead_ms + self.layout_ms(graph)
+
+    def layout_ms(self, graph: Graph) -> float:
+        """Milliseconds of the layout changes the device makes inside the whole
+        model `graph` that its node costs leave out; none by default."""
+        return 0.0
 
     @property
     def overhead_ms(self) -> float:

@@ -33,6 +33,7 @@ from taso.ir import Graph
 
 from . import register_cost_model
 from .cache import CostCache
+from .layout import layout_changes, reorder_program
 from .measured import Link, MeasuredCostModel
 
 Shape = tuple[int, ...]
@@ -303,6 +304,31 @@ class OrtCostModel(MeasuredCostModel):
                                          exported[k][1])
         ms = time_interleaved(runners, rounds, round_ms, self.threads)
         return [(ms[(k, 0)] + ms[(k, 1)]) / 2 for k in range(len(graphs))]
+
+    def layout_ms(self, graph: Graph) -> float:
+        """Milliseconds of the reorders onnxruntime puts into the whole model
+        `graph` (layout.py), which the timings of its convolutions leave out.
+        Only a model with convolutions has them."""
+        from taso import export_onnx
+
+        if not self.exclude_layout or not any(
+                n.op in ("conv2d", "conv2d_bias") or n.a.get("onnx_type") == "Conv"
+                for n in graph.topo_order()):
+            return 0.0
+        return sum(self.reorder_cost(op_type, shape) for op_type, shape in
+                   layout_changes(export_onnx(graph), session_options(self.threads)))
+
+    def reorder_cost(self, op_type: str, shape: Shape) -> float:
+        """Milliseconds of one reorder (ReorderInput or ReorderOutput) of an NCHW
+        tensor of `shape`, timed as a one-node program less the overhead."""
+        key = ("layout", op_type, tuple(shape))
+        if key not in self._memo:
+            def measure() -> float:
+                model, feeds = reorder_program(op_type, tuple(shape))
+                run = Runner(make_session(model, self.threads), feeds)
+                return max(median_ms(run, **self.timing) - self.overhead_ms, 0.0)
+            self._memo[key] = self._cached(key, measure)
+        return self._memo[key]
 
     def layout_share(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
         """The fraction of kernel time spent in the layout changes (to and from

@@ -1,0 +1,95 @@
+"""The layout changes onnxruntime puts into a whole model, and their cost.
+
+On this CPU onnxruntime runs convolutions in a blocked channel layout (NCHWc)
+and keeps consecutive ones in it; where a blocked tensor meets an operator that
+cannot take it (NasNet-A's Concat of 44-channel tensors, an average pool that
+does not count padding, ResNeXt-50's grouped convolutions of 4 channels a
+group), it inserts a ReorderOutput, and a ReorderInput where an unblocked one
+enters a convolution. The `ort` model times a lone convolution without the two
+reorders it would pay (`OrtCostModel.layout_share`), so a whole model's are
+added back here: the ones onnxruntime's own optimizer inserts into it, each
+timed as a one-node program.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from functools import cache
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+NCHWC = "com.microsoft.nchwc"
+REORDERS = ("ReorderInput", "ReorderOutput")
+Shape = tuple[int, ...]
+
+
+def tensor_shapes(model: onnx.ModelProto) -> dict[str, Shape]:
+    """Static shapes of the model's tensors by name (onnx's shape inference)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    g = inferred.graph
+    out = {}
+    for v in list(g.input) + list(g.value_info) + list(g.output):
+        dims = v.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            out[v.name] = tuple(d.dim_value for d in dims)
+    return out
+
+
+def layout_changes(model: onnx.ModelProto, options: ort.SessionOptions) -> list[tuple[str, Shape]]:
+    """(op type, NCHW shape) of each reorder in the graph onnxruntime optimizes
+    `model` into under `options` (its ReorderInput's input or its
+    ReorderOutput's output, both tensors of `model`)."""
+    shapes = tensor_shapes(model)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "optimized.onnx")
+        options.optimized_model_filepath = path
+        ort.InferenceSession(model.SerializeToString(), options,
+                             providers=["CPUExecutionProvider"])
+        optimized = onnx.load(path, load_external_data=False)
+    found = []
+    for n in optimized.graph.node:
+        if n.domain == NCHWC and n.op_type in REORDERS:
+            name = n.input[0] if n.op_type == "ReorderInput" else n.output[0]
+            if name in shapes:
+                found.append((n.op_type, shapes[name]))
+    return found
+
+
+@cache
+def block_size() -> int:
+    """Channels a block of onnxruntime's NCHWc layout holds on this CPU (what a
+    ReorderInput pads 4 channels to)."""
+    return _run(_one_node("ReorderInput", [1, 4, 1, 1]),
+                np.zeros((1, 4, 1, 1), np.float32)).shape[1]
+
+
+def reorder_program(op_type: str, shape: Shape) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A one-node model of the reorder `op_type` of an NCHW tensor of `shape`,
+    with its input. A ReorderOutput's input is the blocked tensor: channels
+    padded to whole blocks."""
+    rng = np.random.default_rng(0)
+    if op_type == "ReorderInput":
+        return _one_node(op_type, list(shape)), {"x": rng.standard_normal(shape, np.float32)}
+    block = block_size()
+    blocked = (shape[0], -(-shape[1] // block) * block, *shape[2:])
+    return (_one_node(op_type, list(blocked), channels=shape[1]),
+            {"x": rng.standard_normal(blocked, np.float32)})
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def _one_node(op_type: str, in_shape: list[int], **attrs: int) -> onnx.ModelProto:
+    node = helper.make_node(op_type, ["x"], ["y"], domain=NCHWC, **attrs)
+    graph = helper.make_graph(
+        [node], op_type,
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, in_shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid(NCHWC, 1)])
