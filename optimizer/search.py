@@ -257,21 +257,33 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
     # The first improvement, not the best: the matches are mostly independent
     # (one per layer or time step), and a long sequence has thousands, so the
     # core builds the rewrites a page at a time (pages of 1, 2, 4, ... 64).
+    # A match that did not lower the cost is passed over in later steps (by its
+    # key, which a rewrite elsewhere leaves alone), so that a step prices about
+    # one graph instead of every loser before the first winner; when none is
+    # left to win, the passed-over ones are tried once more before stopping.
+    passed: set[int] = set()
+    retried = False
     for _ in range(max_steps):
-        found, skip, page = None, 0, 1
+        found, page = None, 1
         while found is None:
-            cands = engine.core.expand(cg, skip, page)
-            for ri, cand in cands:
+            cands = engine.core.expand(cg, 0, page, passed)
+            for ri, key, cand in cands:
                 g = engine.from_core(cand, graph)
                 c = model.graph_cost(g)
                 if c < cost:
                     found = (ri, cand, g, c)
                     break
-            if len(cands) < page:
+                passed.add(key)
+            if found is not None or len(cands) < page:
                 break
-            skip, page = skip + page, min(2 * page, 64)
+            page = min(2 * page, 64)  # the losers of this page are passed over now
         if found is None:
-            break
+            if retried or not passed:
+                break
+            passed.clear()
+            retried = True
+            continue
+        retried = False
         ri, cg, best_graph, cost = found
         applied[engine.rules[ri].id] += 1
         if progress is not None:

@@ -260,7 +260,7 @@ def test_fusion_rule_fires_and_is_sound(rule):
     e = engine([rule])
     found = e.core.expand(e.to_core(g))
     assert found, f"{rule.id} does not fire on its own source side"
-    for _, cg in found:
+    for _, _, cg in found:
         assert_same(g, e.from_core(cg, g), tol=1e-3)
 
 
@@ -341,11 +341,17 @@ def test_expand_pages_through_the_rewrites():
         g.mark_output(g.matmul(g.new_input((1, 8), name=f"x{i}"), w))
     e = engine([FUSION.by_id("fusion-merge-matmul-rows")])
     cg = e.to_core(g)
-    every = [c.hash for _, c in e.core.expand(cg)]
+    every = [c.hash for _, _, c in e.core.expand(cg)]
     assert len(every) == 6  # one per pair of the four products
-    paged = [c.hash for k in range(0, 6, 4) for _, c in e.core.expand(cg, k, 4)]
+    paged = [c.hash for k in range(0, 6, 4) for _, _, c in e.core.expand(cg, k, 4)]
     assert paged == every
     assert e.core.expand(cg, 0, 0) == [] and len(e.core.expand(cg, 5)) == 1
+    # a match passed over by its key is left out; a rewrite elsewhere keeps the key
+    keys = [k for _, k, _ in e.core.expand(cg)]
+    assert len(set(keys)) == 6
+    assert [k for _, k, _ in e.core.expand(cg, passed={keys[0]})] == keys[1:]
+    first = e.core.expand(cg)[0][2]
+    assert set(keys) & {k for _, k, _ in e.core.expand(first)}
 
 
 def test_an_onnx_rnn_of_gemms_stacks_its_input_products():
@@ -530,7 +536,7 @@ def test_random_graphs_rewrite_soundly_and_hashes_agree(g):
             assert built is None
         if predicted is not None and built is not None:
             assert predicted == built
-    for _, ng in e.core.expand(cg):
+    for _, _, ng in e.core.expand(cg):
         assert_same(g, e.from_core(ng, g), tol=1e-3)
     r = e.core.search(cg, budget=8)
     assert_same(g, e.from_core(r["best"], g), tol=1e-3)
@@ -563,7 +569,7 @@ def test_mirror_image_matches_are_used_once():
     e = engine([FUSION.by_id("fusion-merge-matmul-bias-rank3")])
     cg = e.to_core(g)
     assert len(e.core.matches(cg, 0)) == 2  # the match and its mirror image
-    (rule, merged), = e.core.expand(cg)
+    (rule, _, merged), = e.core.expand(cg)
     assert_same(g, e.from_core(merged, g))
 
 
@@ -600,7 +606,7 @@ def test_commutative_operands_hash_alike_and_match_either_way():
     assert left.hash == right.hash
     assert len(e.core.matches(right, 0)) == 1
     # Commuting an ewadd gives back the same graph: the search has nothing new.
-    commuted = [ng for ri, ng in e.core.expand(left) if ri == 1]
+    commuted = [ng for ri, _, ng in e.core.expand(left) if ri == 1]
     assert commuted and all(ng.hash == left.hash for ng in commuted)
 
 

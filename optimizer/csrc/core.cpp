@@ -706,18 +706,27 @@ std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& 
     return gh;
 }
 
-std::vector<std::pair<int, Graph>> Core::expand(const Graph& g, int skip, int limit) {
-    std::vector<std::pair<int, Graph>> out;
+uint64_t Core::match_key(const Graph& g, int ri, const Match& m) const {
+    uint64_t h = mix(0x6b6579ULL, static_cast<uint64_t>(ri));
+    for (int v : m.nodes) h = mix(h, g.nodes[v].hash);
+    return h;
+}
+
+std::vector<Core::Expansion> Core::expand(const Graph& g, int skip, int limit,
+                                          const std::unordered_set<uint64_t>& passed) {
+    std::vector<Expansion> out;
     if (limit == 0) return out;
     int seen = 0;
     for (int ri = 0; ri < static_cast<int>(rules.size()); ++ri)
-        for (const Match& m : matches(g, ri))
-            if (!weight_only(g, m) && !mirrored(g, ri, m))
-                if (auto ng = apply(g, ri, m)) {
-                    if (seen++ < skip) continue;
-                    out.push_back({ri, std::move(*ng)});
-                    if (limit > 0 && static_cast<int>(out.size()) == limit) return out;
-                }
+        for (const Match& m : matches(g, ri)) {
+            const uint64_t key = match_key(g, ri, m);
+            if (passed.count(key) || weight_only(g, m) || mirrored(g, ri, m)) continue;
+            if (auto ng = apply(g, ri, m)) {
+                if (seen++ < skip) continue;
+                out.push_back({ri, key, std::move(*ng)});
+                if (limit > 0 && static_cast<int>(out.size()) == limit) return out;
+            }
+        }
     return out;
 }
 

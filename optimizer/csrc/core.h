@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace taso {
@@ -194,9 +195,19 @@ public:
     // Would the rewrite make a variable depend on a target that reads it?
     // (needs dirty_ as rewrite_hash leaves it)
     bool creates_cycle(const Graph& g, const Rule& r, const Match& m);
-    // The one-step rewrites of g the search considers: (rule index, graph), in
-    // rule then match order; the first `skip` left out, at most `limit` (-1: all).
-    std::vector<std::pair<int, Graph>> expand(const Graph& g, int skip = 0, int limit = -1);
+    // A match's identity that outlives rewrites elsewhere in the graph: the
+    // rule and the hashes of the nodes it matched (each covers its inputs).
+    uint64_t match_key(const Graph& g, int ri, const Match& m) const;
+    // The one-step rewrites of g the search considers, in rule then match order,
+    // less the matches whose keys are in `passed`; the first `skip` left out, at
+    // most `limit` (-1: all).
+    struct Expansion {
+        int rule;
+        uint64_t key;
+        Graph graph;
+    };
+    std::vector<Expansion> expand(const Graph& g, int skip = 0, int limit = -1,
+                                  const std::unordered_set<uint64_t>& passed = {});
 
     SearchResult search(const Graph& g, const SearchOptions& opt);
 

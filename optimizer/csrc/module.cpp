@@ -6,6 +6,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unordered_set.h>
 #include <nanobind/stl/vector.h>
 
 #include "core.h"
@@ -153,8 +154,17 @@ NB_MODULE(_search, m) {
                 return out;
             },
             nb::arg("graph"), nb::arg("rule"))
-        .def("expand", &Core::expand, nb::arg("graph"), nb::arg("skip") = 0,
-             nb::arg("limit") = -1)
+        .def(
+            "expand",
+            [](Core& c, const Graph& g, int skip, int limit,
+               const std::unordered_set<uint64_t>& passed) {
+                std::vector<std::tuple<int, uint64_t, Graph>> out;
+                for (auto& e : c.expand(g, skip, limit, passed))
+                    out.emplace_back(e.rule, e.key, std::move(e.graph));
+                return out;
+            },
+            nb::arg("graph"), nb::arg("skip") = 0, nb::arg("limit") = -1,
+            nb::arg("passed") = std::unordered_set<uint64_t>{})
         .def(
             "hash_checks",
             [](Core& c, const Graph& g) {
