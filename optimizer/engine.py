@@ -63,6 +63,7 @@ class Engine:
         self.attrs: list[tuple[str, tuple]] = []
         self._attr_id: dict[tuple[str, tuple], int] = {}
         self._costs: dict[Any, float] = {}
+        self._inferred: dict[tuple, tuple] = {}  # see from_core
         # The core calls back through a weak reference: no cycle keeps either alive.
         me = weakref.ref(self)
         self.core = _search.Core([op_kind(n) for n in self.type_names],
@@ -240,14 +241,24 @@ class Engine:
             copied[n.id] = _copy_source(g, n, [])
         ids: list[int] = []
         for _type, a, salt, ins in cg.nodes:
-            inputs = [g.tensor((ids[p], i)) for p, i in ins]
+            refs = [(ids[p], i) for p, i in ins]
             if salt:
                 src = by_salt[salt]
-                nid = copied[src.id] if src.id in copied else _copy_source(g, src, inputs)
-            else:
+                nid = copied[src.id] if src.id in copied else \
+                    _copy_source(g, src, [g.tensor(r) for r in refs])
+                ids.append(nid)
+                continue
+            # Most nodes are the same from one candidate to the next: what
+            # add_node infers for an attribute id and input shapes is kept.
+            key = (a, tuple((g.nodes[p].shapes[i], g.nodes[p].dtypes[i]) for p, i in refs))
+            known = self._inferred.get(key)
+            if known is None:
                 op, attrs = self.attrs[a]
-                nid = g.add_node(op, inputs, **dict(attrs))[0].node
-            ids.append(nid)
+                n = g.nodes[g.add_node(op, [g.tensor(r) for r in refs], **dict(attrs))[0].node]
+                self._inferred[key] = (n.op, n.attrs, n.shapes, n.dtypes)
+                ids.append(n.id)
+            else:
+                ids.append(g.append_inferred(*known[:2], refs, *known[2:]))
         for (p, i), name in zip(cg.outputs, original.output_names):
             g.mark_output(g.tensor((ids[p], i)), name)
         return g

@@ -88,6 +88,16 @@ class Graph:
                                tuple(out), dtypes, name, data)
         return [Tensor(self, nid, i) for i in range(len(out))]
 
+    def append_inferred(self, op: str, attrs: Attrs, inputs: Sequence[tuple[int, int]],
+                        shapes: tuple[Shape, ...], dtypes: tuple[str, ...]) -> int:
+        """Append a node whose attributes, output shapes and dtypes are known
+        from an `add_node` of the same operator, attributes and input shapes
+        (a rebuild of a rewritten graph); returns its id."""
+        nid = self._next
+        self._next += 1
+        self.nodes[nid] = Node(nid, op, attrs, tuple(inputs), shapes, dtypes)
+        return nid
+
     @staticmethod
     def _dtypes(o, a, in_dtypes, n) -> tuple[str, ...]:
         if "out_dtypes" in a:
