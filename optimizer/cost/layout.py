@@ -42,7 +42,8 @@ def tensor_shapes(model: onnx.ModelProto) -> dict[str, Shape]:
 def layout_changes(model: onnx.ModelProto, options: ort.SessionOptions) -> list[tuple[str, Shape]]:
     """(op type, NCHW shape) of each reorder in the graph onnxruntime optimizes
     `model` into under `options` (its ReorderInput's input or its
-    ReorderOutput's output, both tensors of `model`)."""
+    ReorderOutput's output, both tensors of `model`). The optimized graph is
+    written to a temporary file named in `options`."""
     shapes = tensor_shapes(model)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "optimized.onnx")
@@ -62,9 +63,12 @@ def layout_changes(model: onnx.ModelProto, options: ort.SessionOptions) -> list[
 @cache
 def block_size() -> int:
     """Channels a block of onnxruntime's NCHWc layout holds on this CPU (what a
-    ReorderInput pads 4 channels to)."""
-    return _run(_one_node("ReorderInput", [1, 4, 1, 1]),
-                np.zeros((1, 4, 1, 1), np.float32)).shape[1]
+    ReorderInput pads 4 channels to); 1 where the CPU has no blocked layout."""
+    try:
+        return _run(_one_node("ReorderInput", [1, 4, 1, 1]),
+                    np.zeros((1, 4, 1, 1), np.float32)).shape[1]
+    except Exception:  # onnxruntime refuses the kernel: no NCHWc on this CPU
+        return 1
 
 
 def reorder_program(op_type: str, shape: Shape) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
