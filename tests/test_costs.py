@@ -209,6 +209,20 @@ def test_ort_times_tiny_keys_and_second_run_measures_nothing(tmp_path):
     assert again.graph_cost(g) == cost and again.measured == 0
 
 
+def test_cpu_name_tells_generations_apart():
+    from pathlib import Path
+
+    from taso.optimizer.cost.ort import cpu_name
+
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    family = next((line.split(":")[1].strip() for line in info.splitlines()
+                   if line.startswith("cpu family")), None)
+    if family is None:
+        pytest.skip("no CPU family to read here")
+    # a VM may call a Zen 4 and a Zen 5 both "AMD EPYC": the cache must not mix them
+    assert f"family {family}," in cpu_name() and "MiB L3" in cpu_name()
+
+
 @needs_export
 def test_ort_bigger_matmul_costs_more(tmp_path):
     m = get_cost_model("ort", cache=False, threads=1, warmup=1, repeats=5)
