@@ -258,7 +258,8 @@ class Engine:
                 self._inferred[key] = (n.op, n.attrs, n.shapes, n.dtypes)
                 ids.append(n.id)
             else:
-                ids.append(g.append_inferred(*known[:2], refs, *known[2:]))
+                op, attrs, shapes, dtypes = known
+                ids.append(g.append_inferred(op, attrs, refs, shapes, dtypes))
         for (p, i), name in zip(cg.outputs, original.output_names):
             g.mark_output(g.tensor((ids[p], i)), name)
         return g

@@ -240,8 +240,9 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
                   progress: Callable[[int, float], None] | None = None
                   ) -> tuple[Graph, Counter[str]]:
     """Apply the rules named in `ids`, one match at a time (the first that lowers
-    the graph's cost, `graph_cost`), while the cost falls; keep the result if it
-    fell by more than `margin` in all; `progress(rewrites, cost)` after each.
+    the graph's cost, `graph_cost`), while the cost falls, for at most
+    `max_steps` steps; keep the result if it fell by more than `margin` in all;
+    `progress(rewrites, cost)` after each.
     For rules the search of pieces misses: those whose gain only a fusion-aware
     cost sees (`FUSED_GAINS`; the core ranks graphs by the sum of node costs, to
     which such a rewrite only adds nodes) and those whose matches span pieces
@@ -258,9 +259,11 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
     # (one per layer or time step), and a long sequence has thousands, so the
     # core builds the rewrites a page at a time (pages of 1, 2, 4, ... 64).
     # A match that did not lower the cost is passed over in later steps (by its
-    # key, which a rewrite elsewhere leaves alone), so that a step prices about
-    # one graph instead of every loser before the first winner; when none is
-    # left to win, the passed-over ones are tried once more before stopping.
+    # key, which a rewrite of other nodes leaves alone), so that a step prices
+    # about one graph instead of every loser before the first winner. A rewrite
+    # of its consumers can make a loser win, so when none is left to win, the
+    # passed-over ones are tried once more before stopping (that pass counts
+    # as one of the `max_steps`).
     passed: set[int] = set()
     retried = False
     for _ in range(max_steps):

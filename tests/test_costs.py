@@ -212,7 +212,7 @@ def test_ort_times_tiny_keys_and_second_run_measures_nothing(tmp_path):
 def test_cpu_name_tells_generations_apart():
     from pathlib import Path
 
-    from taso.optimizer.cost.ort import cpu_name
+    from taso.optimizer.cost.ort import cache_sizes, cpu_name
 
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     family = next((line.split(":")[1].strip() for line in info.splitlines()
@@ -220,7 +220,9 @@ def test_cpu_name_tells_generations_apart():
     if family is None:
         pytest.skip("no CPU family to read here")
     # a VM may call a Zen 4 and a Zen 5 both "AMD EPYC": the cache must not mix them
-    assert f"family {family}," in cpu_name() and "MiB L3" in cpu_name()
+    assert f"family {family}," in cpu_name()
+    if cache_sizes():
+        assert f"{max(cache_sizes()) >> 20} MiB LLC" in cpu_name()
 
 
 @needs_export
@@ -236,15 +238,15 @@ def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
     from taso.optimizer.cost.layout import block_size, layout_changes
     from taso.optimizer.cost.ort import OrtCostModel, session_options
 
-    if block_size() < 4:
+    if block_size() == 1:
         pytest.skip("onnxruntime runs no blocked layout on this CPU")
     g = taso.new_graph()
-    x = g.new_input((1, 32, 16, 16))
-    y = g.conv2d(x, g.new_weight((12, 32, 3, 3)), padding="same")
+    x = g.new_input((1, 64, 56, 56))
+    y = g.conv2d(x, g.new_weight((12, 64, 3, 3)), padding="same")
     g.mark_output(g.relu(y))
     # a lone convolution: into the blocked layout before it, out of it after
     assert sorted(layout_changes(taso.export_onnx(g), session_options(1))) == [
-        ("ReorderInput", (1, 32, 16, 16)), ("ReorderOutput", (1, 12, 16, 16))]
+        ("ReorderInput", (1, 64, 56, 56)), ("ReorderOutput", (1, 12, 56, 56))]
     m = OrtCostModel(cache=False, threads=1, **FAST)
     layout = m.layout_ms(g)
     assert layout > 0

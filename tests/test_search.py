@@ -346,12 +346,30 @@ def test_expand_pages_through_the_rewrites():
     paged = [c.hash for k in range(0, 6, 4) for _, _, c in e.core.expand(cg, k, 4)]
     assert paged == every
     assert e.core.expand(cg, 0, 0) == [] and len(e.core.expand(cg, 5)) == 1
-    # a match passed over by its key is left out; a rewrite elsewhere keeps the key
+    # a match passed over by its key is left out; a rewrite of other nodes keeps
+    # the key: after merging the first pair, the one pair of the other two
+    # products is the only match of the six left, with the key it had
     keys = [k for _, k, _ in e.core.expand(cg)]
     assert len(set(keys)) == 6
     assert [k for _, k, _ in e.core.expand(cg, passed={keys[0]})] == keys[1:]
-    first = e.core.expand(cg)[0][2]
-    assert set(keys) & {k for _, k, _ in e.core.expand(first)}
+    merged = e.core.expand(cg)[0][2]
+    kept = {k for _, k, _ in e.core.expand(merged)} & set(keys)
+    assert len(kept) == 1 and keys[0] not in kept
+
+
+def test_from_core_rebuilds_what_add_node_infers():
+    g = ALL["bert_base"](small=True)
+    e = engine([FUSION.by_id("rows-dense-residual")])
+    cg = e.to_core(g)
+    first = e.from_core(cg, g)  # inferred node by node
+    again = e.from_core(cg, g)  # from what the first rebuild inferred
+    other = engine([FUSION.by_id("rows-dense-residual")])
+    fresh = other.from_core(other.to_core(g), g)  # another engine, nothing kept yet
+
+    def nodes(h):
+        return [(n.op, n.attrs, n.inputs, n.shapes, n.dtypes) for n in h.topo_order()]
+    assert e._inferred and nodes(again) == nodes(first) == nodes(fresh)
+    assert_same(g, again)
 
 
 def test_an_onnx_rnn_of_gemms_stacks_its_input_products():

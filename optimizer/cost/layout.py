@@ -13,6 +13,7 @@ timed as a one-node program.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from functools import cache
@@ -25,6 +26,7 @@ from onnx import helper
 NCHWC = "com.microsoft.nchwc"
 REORDERS = ("ReorderInput", "ReorderOutput")
 Shape = tuple[int, ...]
+log = logging.getLogger("taso.optimizer")
 
 
 def tensor_shapes(model: onnx.ModelProto) -> dict[str, Shape]:
@@ -43,20 +45,31 @@ def layout_changes(model: onnx.ModelProto, options: ort.SessionOptions) -> list[
     """(op type, NCHW shape) of each reorder in the graph onnxruntime optimizes
     `model` into under `options` (its ReorderInput's input or its
     ReorderOutput's output, both tensors of `model`). The optimized graph is
-    written to a temporary file named in `options`."""
+    written to a temporary file, named in `options` only meanwhile. A reorder
+    of a channels-last tensor, or of one whose shape is not static, is left
+    out (and counted in the log)."""
     shapes = tensor_shapes(model)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "optimized.onnx")
-        options.optimized_model_filepath = path
-        ort.InferenceSession(model.SerializeToString(), options,
-                             providers=["CPUExecutionProvider"])
-        optimized = onnx.load(path, load_external_data=False)
-    found = []
+        options.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        try:
+            ort.InferenceSession(model.SerializeToString(), options,
+                                 providers=["CPUExecutionProvider"])
+            optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+        finally:
+            options.optimized_model_filepath = ""
+    found, left_out = [], 0
     for n in optimized.graph.node:
-        if n.domain == NCHWC and n.op_type in REORDERS:
-            name = n.input[0] if n.op_type == "ReorderInput" else n.output[0]
-            if name in shapes:
-                found.append((n.op_type, shapes[name]))
+        if n.domain != NCHWC or n.op_type not in REORDERS:
+            continue
+        name = n.input[0] if n.op_type == "ReorderInput" else n.output[0]
+        channels_last = any(a.name == "channels_last" and a.i for a in n.attribute)
+        if name in shapes and not channels_last:
+            found.append((n.op_type, shapes[name]))
+        else:
+            left_out += 1
+    if left_out:
+        log.debug("%d of %d layout changes left out (channels-last or no static shape)",
+                  left_out, len(found) + left_out)
     return found
 
 
@@ -65,10 +78,11 @@ def block_size() -> int:
     """Channels a block of onnxruntime's NCHWc layout holds on this CPU (what a
     ReorderInput pads 4 channels to); 1 where the CPU has no blocked layout."""
     try:
-        return _run(_one_node("ReorderInput", [1, 4, 1, 1]),
-                    np.zeros((1, 4, 1, 1), np.float32)).shape[1]
+        padded = _run(_one_node("ReorderInput", [1, 4, 1, 1]),
+                      np.zeros((1, 4, 1, 1), np.float32)).shape[1]
     except Exception:  # onnxruntime refuses the kernel: no NCHWc on this CPU
         return 1
+    return padded if padded > 4 else 1  # blocks are 8 (AVX2) or 16 (AVX-512) wide
 
 
 def reorder_program(op_type: str, shape: Shape) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

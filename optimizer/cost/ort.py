@@ -44,9 +44,9 @@ log = logging.getLogger("taso.optimizer")
 @cache
 def cpu_name() -> str:
     """The CPU as the cost cache tells devices apart: its model name, and its
-    family and model numbers with the last-level cache size, since a VM may
-    name two generations alike ("AMD EPYC" for a Zen 4 and a Zen 5, whose
-    convolutions differ 2.5x)."""
+    family and model numbers with the last-level cache size where known, since
+    a VM may name two generations alike ("AMD EPYC" for a Zen 4 and a Zen 5,
+    whose convolutions differ 2.5x)."""
     fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -58,10 +58,11 @@ def cpu_name() -> str:
     except OSError:
         pass
     name = fields.get("model name") or platform.processor() or platform.machine()
-    if "cpu family" in fields and "model" in fields:
-        name += f" (family {fields['cpu family']}, model {fields['model']}"
-        name += f", {last_level_cache_bytes() >> 20} MiB L3)"
-    return name
+    details = [f"family {fields['cpu family']}, model {fields['model']}"] \
+        if "cpu family" in fields and "model" in fields else []
+    if cache_sizes():
+        details.append(f"{max(cache_sizes()) >> 20} MiB LLC")
+    return f"{name} ({', '.join(details)})" if details else name
 
 
 def default_threads() -> int:
@@ -119,14 +120,19 @@ def clock_for(threads: int) -> Callable[[], int]:
 
 
 @cache
-def last_level_cache_bytes() -> int:
-    """Size of the largest CPU cache (sysfs), or 32 MiB when it cannot be read."""
+def cache_sizes() -> tuple[int, ...]:
+    """Bytes of each of the first CPU's caches (sysfs); none where unreadable."""
     sizes = []
     for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
         text = f.read_text().strip()
         unit = {"K": 2**10, "M": 2**20}.get(text[-1], 1)
         sizes.append(int(text.rstrip("KM")) * unit)
-    return max(sizes, default=32 * 2**20)
+    return tuple(sizes)
+
+
+def last_level_cache_bytes() -> int:
+    """Size of the largest CPU cache, or 32 MiB when it cannot be read."""
+    return max(cache_sizes(), default=32 * 2**20)
 
 
 def time_runs(fn: Callable[[], Any], warmup: int = 2, repeats: int = 10,
@@ -328,13 +334,16 @@ class OrtCostModel(MeasuredCostModel):
                 n.op in ("conv2d", "conv2d_bias") or n.a.get("onnx_type") == "Conv"
                 for n in graph.topo_order()):
             return 0.0
-        try:
-            changes = layout_changes(export_onnx(graph), session_options(self.threads))
-        except Exception as e:  # a prediction without them is still a prediction
-            log.warning("the layout changes of the model could not be read (%s); "
-                        "its predicted latency leaves them out", e)
-            return 0.0
-        return sum(self.reorder_cost(op_type, shape) for op_type, shape in changes)
+        key = ("layout-of", graph.hash())  # the layout does not depend on weight values
+        if key not in self._memo:
+            try:
+                changes = layout_changes(export_onnx(graph), session_options(self.threads))
+            except Exception as e:  # a prediction without them is still a prediction
+                log.warning("the layout changes of the model could not be read (%s); "
+                            "its predicted latency leaves them out", e)
+                changes = []
+            self._memo[key] = sum(self.reorder_cost(op, shape) for op, shape in changes)
+        return self._memo[key]
 
     def reorder_cost(self, op_type: str, shape: Shape) -> float:
         """Milliseconds of one reorder (ReorderInput or ReorderOutput) of an NCHW

@@ -708,7 +708,9 @@ std::optional<uint64_t> Core::rewrite_hash(const Graph& g, int ri, const Match& 
 
 uint64_t Core::match_key(const Graph& g, int ri, const Match& m) const {
     uint64_t h = mix(0x6b6579ULL, static_cast<uint64_t>(ri));
-    for (int v : m.nodes) h = mix(h, g.nodes[v].hash);
+    for (size_t k = 0; k < m.nodes.size(); ++k)
+        h = mix(mix(h, g.nodes[m.nodes[k]].hash), k < m.swap.size() ? m.swap[k] : 0);
+    for (const Ref& v : m.vars) h = mix(mix(h, g.nodes[v.node].hash), v.idx);
     return h;
 }
 

@@ -195,8 +195,9 @@ public:
     // Would the rewrite make a variable depend on a target that reads it?
     // (needs dirty_ as rewrite_hash leaves it)
     bool creates_cycle(const Graph& g, const Rule& r, const Match& m);
-    // A match's identity that outlives rewrites elsewhere in the graph: the
-    // rule and the hashes of the nodes it matched (each covers its inputs).
+    // A match's identity that outlives rewrites of other nodes: the rule, the
+    // hashes of the nodes and tensors it matched (each covers its inputs, not
+    // its consumers) and which commutative nodes it matched swapped.
     uint64_t match_key(const Graph& g, int ri, const Match& m) const;
     // The one-step rewrites of g the search considers, in rule then match order,
     // less the matches whose keys are in `passed`; the first `skip` left out, at
