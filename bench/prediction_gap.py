@@ -102,6 +102,7 @@ def gap_model(name: str, builder, cost_model, threads: int, runs: int,
     graph = builder(small=True) if small else builder()
     data = taso.export_onnx(graph).SerializeToString()
     feeds = graph.random_inputs(seed=0)
+    cost_model.price_within(graph)
     predicted = predicted_by_kind(cost_model, graph)
     kernels, profiled = profiled_by_kind(data, feeds, threads, runs)
     sess = ort.InferenceSession(data, session_options(threads),

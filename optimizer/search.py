@@ -149,8 +149,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         log.warning("no rules to search with (the shipped sets have no proved rules; "
                     "pass rules= or unverified=True)")
     t0 = time.perf_counter()
-    engine = Engine(rule_list, model)
     g = graph.pruned()
+    model.price_within(g)  # its pieces and rewrites are priced as parts of it
+    engine = Engine(rule_list, model)
     pieces = split_graph(g, PIECE_MIN_OPS, PIECE_MAX_OPS) if partition else None
     graphs = [p.graph for p in pieces] if pieces else [g]
     results: dict[tuple, Any] = {}

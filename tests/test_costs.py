@@ -256,6 +256,33 @@ def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
     assert m.layout_ms(merged_matmuls()) == 0.0  # no convolution, no blocked layout
 
 
+def test_weight_copies_touch_what_the_model_touches():
+    from taso.optimizer.cost.memory import traffic_bytes
+    from taso.optimizer.cost.ort import (
+        OrtCostModel,
+        last_level_cache_bytes,
+        reuse_mib,
+        weight_copies,
+    )
+
+    mib, kib = 2**20, 2**10
+    # NasRNN: 1 MiB weights, between two uses the other 15 of its 16 MiB
+    assert weight_copies(mib, 2 * kib, 16 * mib) == 16
+    # a small convolution in a big model: many copies, outputs included
+    assert weight_copies(96 * kib, 288 * kib, 64 * mib) == 171
+    assert weight_copies(96 * kib, 0, 10**12) == 256 and weight_copies(0, kib, mib) == 1
+    llc = last_level_cache_bytes() >> 20
+    assert reuse_mib(mib // 3) == 1 and reuse_mib(int(16.4 * mib)) == 16
+    assert reuse_mib(10**12) == 2 ** round(np.log2(2 * llc))
+    # the model priced within is part of every key
+    m = OrtCostModel(cache=False, threads=1, **FAST)
+    assert m.context == (("reuse_mib", reuse_mib(2 * llc * mib)),)
+    rnn = ALL["nasrnn"](small=True)
+    m.price_within(rnn)
+    assert m.context == (("reuse_mib", reuse_mib(traffic_bytes(rnn))),) != \
+        OrtCostModel(cache=False).context
+
+
 def test_chain_graph_copies_share_activations():
     from taso.optimizer.cost.ort import chain_graph
 

@@ -32,6 +32,11 @@ class CostModel:
     # faster than the original by more than this fraction.
     measured_gain: float = 0.0
 
+    def price_within(self, graph: Any) -> None:
+        """Say which whole model the graphs priced next belong to (pieces of it,
+        rewrites of it). A model that times nodes on a device uses it to leave
+        the caches as that model would; the others ignore it."""
+
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
         """Milliseconds for one node of registered operator `op` with these
         attributes and input shapes."""

@@ -129,6 +129,10 @@ class MeasuredCostModel(CostModel):
         self._overhead: float | None = None
         self.measured = 0
         self.measure_seconds = 0.0
+        # What the model being priced does to the caches between two runs of one
+        # of its nodes, as the backend times it (`model_context`); part of every
+        # key, empty where the backend has nothing to say.
+        self.context: tuple = ()
 
     fuses = False  # whether graph_cost times fusable chains as one program
     # NasRNN's relu merges (taso-081/082) were predicted 1.8% cheaper on this
@@ -157,6 +161,14 @@ class MeasuredCostModel(CostModel):
         """Milliseconds of one run of a program that computes (almost) nothing."""
         raise NotImplementedError
 
+    def model_context(self, graph: Graph | None) -> tuple:
+        """The part of the keys that depends on the whole model `graph` (None:
+        no model said; see `price_within`); nothing by default."""
+        return ()
+
+    def price_within(self, graph: Graph) -> None:
+        self.context = self.model_context(graph)
+
     # ---- the interface -------------------------------------------------------------
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
                 consts: Sequence[bool] | None = None,
@@ -173,7 +185,7 @@ class MeasuredCostModel(CostModel):
                                         zip(shapes, consts, dtypes or ["float32"] * 2)])
             shapes, dtypes = [s for _, s, _ in ins], [d for _, _, d in ins]
             consts = tuple(kind == "w" for kind, _, _ in ins)
-        key = (get_op(op).cost_key(dict(attrs), shapes), consts)
+        key = (get_op(op).cost_key(dict(attrs), shapes), consts) + self.context
         if key not in self._memo:
             self._memo[key] = self._cached(
                 key, lambda: max(self.time_node(op, dict(attrs), shapes, consts, dtypes)
@@ -224,15 +236,18 @@ class MeasuredCostModel(CostModel):
     def chain_cost(self, links: Sequence[Link]) -> float:
         """Milliseconds of a chain run as one program, less the overhead."""
         key = ("chain", tuple((get_op(op).cost_key(a, [s for _, s, _ in ins]),
-                               tuple(kind for kind, _, _ in ins)) for op, a, ins in links))
+                               tuple(kind for kind, _, _ in ins)) for op, a, ins in links)
+               ) + self.context
         if key not in self._memo:
             self._memo[key] = self._cached(
                 key, lambda: max(self.time_chain(links) - self.overhead_ms, 0.0))
         return self._memo[key]
 
     def predict_latency(self, graph: Graph) -> float:
-        """Predicted milliseconds of one whole-model run: the nodes' costs, the
-        fixed cost of one run and the layout changes inside the model."""
+        """Predicted milliseconds of one run of the whole model `graph` (which it
+        is then priced within): the nodes' costs, the fixed cost of one run and
+        the layout changes inside the model."""
+        self.price_within(graph)
         return self.graph_cost(graph) + self.overhead_ms + self.layout_ms(graph)
 
     def layout_ms(self, graph: Graph) -> float:

@@ -89,6 +89,9 @@ class MemoryWeighted(CostModel):
         return self.base.op_cost(op, attrs, shapes, **kw) + self.memory_weight * \
             output_bytes(op, attrs, shapes) / MIB
 
+    def price_within(self, graph: Graph) -> None:
+        self.base.price_within(graph)
+
     def memory_cost(self, graph: Graph) -> float:
         return self.memory_weight * peak_memory_bytes(graph) / MIB
 
@@ -100,6 +103,17 @@ class MemoryWeighted(CostModel):
         if name == "base":
             raise AttributeError(name)
         return getattr(self.base, name)
+
+
+def traffic_bytes(graph: Graph) -> int:
+    """Bytes one run of `graph` touches at least once: the constants it reads
+    and the activations it writes (its live computed nodes' outputs; reshapes
+    are views)."""
+    live, const = graph.live(), constant_nodes(graph)
+    written = sum(output_bytes(n.op, n.a, [graph.nodes[p].shapes[i] for p, i in n.inputs])
+                  for n in graph.topo_order()
+                  if n.id in live and n.id not in const and n.op != "input")
+    return written + weight_bytes(graph)
 
 
 def output_bytes(op: str, attrs: dict[str, Any], shapes: list[Shape]) -> int:

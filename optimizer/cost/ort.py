@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import platform
 import statistics
@@ -36,6 +37,7 @@ from . import register_cost_model
 from .cache import CostCache
 from .layout import layout_changes, reorder_program
 from .measured import Link, MeasuredCostModel
+from .memory import output_bytes, traffic_bytes
 
 Shape = tuple[int, ...]
 log = logging.getLogger("taso.optimizer")
@@ -187,13 +189,22 @@ def time_interleaved(runners: dict[Hashable, Runner], rounds: int, round_ms: flo
     return {n: statistics.median(s) for n, s in samples.items()}
 
 
-def weight_copies(const_bytes: int, limit: int = 16) -> int:
-    """How many copies of a node with `const_bytes` of constant inputs to time
-    side by side so that each copy's constants are evicted from the caches by
-    the others' before its next run (twice the last-level cache in all)."""
+def reuse_mib(traffic: int) -> int:
+    """The bytes a model touches between two runs of one of its nodes, in MiB,
+    as costs are keyed by it: `traffic` (a run's, see `traffic_bytes`) at most
+    twice the last-level cache, rounded to a power of two so that keys stay few."""
+    mib = min(traffic, 2 * last_level_cache_bytes()) / 2**20
+    return 2 ** max(0, round(math.log2(max(mib, 1.0))))
+
+
+def weight_copies(const_bytes: int, out_bytes: int, reuse_bytes: int, limit: int = 256) -> int:
+    """How many copies of a node with `const_bytes` of constant inputs and
+    `out_bytes` of outputs to time side by side, so that between two runs of
+    one copy the others read and write `reuse_bytes`, as the rest of a model
+    does between two runs of the node."""
     if const_bytes == 0:
         return 1
-    return max(1, min(limit, -(-2 * last_level_cache_bytes() // const_bytes)))
+    return max(1, min(limit, -(-reuse_bytes // (const_bytes + out_bytes))))
 
 
 def chain_graph(links: Sequence[Link], copies: int = 1) -> Graph:
@@ -254,9 +265,12 @@ class OrtCostModel(MeasuredCostModel):
 
     threads: intra-op threads of every timed session (default `default_threads()`).
     warmup, repeats, min_seconds: timing of one key (see `time_runs`).
-    cold_weights: time nodes with constant inputs as parallel copies whose
-    constants evict each other from the caches (see `weight_copies`), as a
-    model's weights are evicted between uses; the cost is one copy's share.
+    cold_weights: time nodes with constant inputs as parallel copies, each with
+    its own constants and outputs, that touch between two runs of one copy as
+    much as the model does between two runs of the node (`weight_copies`,
+    `reuse_mib`; the model is the one `price_within` names), so that its
+    weights stay cached, or not, as they would in the model; the cost is one
+    copy's share.
     exclude_layout: leave out the time of the layout changes onnxruntime puts
     around a lone convolution (see `layout_share`).
     cache: a `CostCache`, a path to one, None for the default path, or False to
@@ -275,14 +289,27 @@ class OrtCostModel(MeasuredCostModel):
                            clock=clock_for(self.threads))
         self.cold_weights = cold_weights
         self.exclude_layout = exclude_layout
+        self.context = self.model_context(None)
         self.device = (f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}; "
                        + ("cold" if cold_weights else "warm") + " weights"
                        + ("; layout changes excluded" if exclude_layout else ""))
 
+    def model_context(self, graph: Graph | None) -> tuple:
+        """How much the model touches between two runs of a node (`reuse_mib`),
+        where weights are timed cold; twice the last-level cache if no model
+        was said."""
+        if not self.cold_weights:
+            return ()
+        traffic = 2 * last_level_cache_bytes() if graph is None else traffic_bytes(graph)
+        return (("reuse_mib", reuse_mib(traffic)),)
+
     def time_chain(self, links) -> float:
         const_bytes = sum(4 * int(np.prod(shape)) for _, _, ins in links
                           for kind, shape, _ in ins if kind == "w")
-        copies = weight_copies(const_bytes) if self.cold_weights else 1
+        op, attrs, ins = links[-1]
+        out_bytes = output_bytes(op, attrs, [shape for _, shape, _ in ins])
+        reuse = dict(self.context).get("reuse_mib", 0) << 20
+        copies = weight_copies(const_bytes, out_bytes, reuse) if self.cold_weights else 1
         ms = self.time_graph(chain_graph(links, copies))
         return (ms - self.overhead_ms) / copies + self.overhead_ms  # one copy's share
 
