@@ -9,9 +9,10 @@ its head), profiles the exported model in one session (ORT_ENABLE_ALL, the
 benchmark's threads) and groups both sides by kind: convolution, matrix product,
 pooling, normalization, data movement, elementwise, and the layout changes
 onnxruntime inserts (which the cost model reads from onnxruntime's optimized
-graph of the whole model, `layout_ms`). A fused chain counts under its head on the predicted side
-and under each kernel's kind on the profiled one (BERT's residual add and layer
-normalization: "matmul" against "norm"), so compare totals as well as rows.
+graph of the whole model, `layout_ms`). A fused chain counts under its head on
+the predicted side and under each kernel's kind on the profiled one (BERT's
+residual add and layer normalization: "matmul" against "norm"), so compare
+totals as well as rows.
 "outside kernels" is a profiled run's time outside any kernel: the executor's
 work per node, and the profiler's own, which also inflates small kernels (a
 profiled NasRNN run took twice its plain latency). The whole-model latency is
