@@ -7,7 +7,9 @@ happens (or does not) when it should, never how fast anything is.
 from __future__ import annotations
 
 import json
+import tempfile
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -158,6 +160,65 @@ def test_residual_layernorm_joins_the_product_chain():
     g.mark_output(g.layernorm(y, g.new_weight((16,)), g.new_weight((16,))))
     chains = fusable_chains(g, g.live(), constant_nodes(g))
     assert [[g.nodes[i].op for i in c] for c in chains] == [["matmul", "add", "ewadd", "layernorm"]]
+
+
+def erf_gelu_dense(g: taso.Graph, x, w, b):
+    """A dense layer and its GELU as PyTorch exports them: h = x·w + b, then
+    (erf(h / sqrt 2) + 1) * h * 0.5."""
+    def scalar(v):
+        return g.new_weight((), data=np.float32(v))
+    h = g.add(g.matmul(x, w), b)
+    e = g.add(g.erf(g.div(h, scalar(2 ** 0.5))), scalar(1.0))
+    return g.scalar_mul(g.ewmul(e, h), scalar(0.5))
+
+
+def test_a_decomposed_gelu_joins_its_product_chain():
+    import onnx
+    import onnxruntime as ort
+    from taso.optimizer.cost.ort import chain_graph
+
+    g = taso.new_graph()
+    x = g.new_input((1, 4, 8))
+    g.mark_output(erf_gelu_dense(g, x, g.new_weight((8, 16)), g.new_weight((16,))))
+    const = constant_nodes(g)
+    chains = fusable_chains(g, g.live(), const)
+    assert [[g.nodes[i].op for i in c] for c in chains] == [
+        ["matmul", "add", "div", "erf", "add", "ewmul", "scalar_mul"]]
+    links = MeasuredCostModel.links(g, chains[0], const)
+    assert [[kind for kind, _, _ in ins] for _, _, ins in links] == [
+        ["x", "w"], ["prev", "w"], ["prev", f"={float(np.float32(2 ** 0.5))!r}"], ["prev"],
+        ["prev", "=1.0"], ["prev", "@1"], ["prev", "=0.5"]]
+    # timed as onnxruntime runs it: the constants kept, the GELU fused
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(Path(tempfile.mkdtemp()) / "chain.onnx")
+    ort.InferenceSession(taso.export_onnx(chain_graph(links)).SerializeToString(), so,
+                         providers=["CPUExecutionProvider"])
+    assert "Gelu" in {n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node}
+
+
+def test_an_add_of_two_products_joins_one_chain():
+    g = taso.new_graph()
+    x, h = g.new_input((1, 8)), g.new_input((1, 8))
+    g.mark_output(g.tanh(g.ewadd(g.matmul(x, g.new_weight((8, 8))),
+                                 g.matmul(h, g.new_weight((8, 8))))))
+    chains = fusable_chains(g, g.live(), constant_nodes(g))
+    assert [[g.nodes[i].op for i in c] for c in chains] == [["matmul", "ewadd", "tanh"]]
+    m = CountingDevice(False)
+    m.fuses = True
+    m.graph_cost(g)
+    assert sorted(map(str, m.calls)) == sorted(map(str, [("matmul", "ewadd", "tanh"),
+                                                         ("matmul", (False, True))]))
+
+
+def test_chain_programs_read_earlier_links_and_constant_values():
+    from taso.optimizer.cost.ort import chain_graph
+
+    f32 = "float32"
+    links = [("relu", {}, (("=2.0", (2, 3), f32),)), ("tanh", {}, (("prev", (2, 3), f32),)),
+             ("ewadd", {}, (("prev", (2, 3), f32), ("@0", (2, 3), f32)))]
+    want = np.full((2, 3), np.tanh(2.0) + 2.0, np.float32)
+    np.testing.assert_allclose(chain_graph(links).evaluate({})[0], want, rtol=1e-6)
+    np.testing.assert_allclose(gpu.chain_program(np, links)(), want, rtol=1e-6)
 
 
 def test_fusing_device_times_chains_as_one_program():

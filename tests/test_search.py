@@ -299,6 +299,26 @@ def test_fusion_aware_rewrite_applies_where_only_fused_costs_see_the_gain():
     assert plain.rules_applied == {}
 
 
+def test_the_joined_pass_is_judged_from_where_the_search_began():
+    from taso.optimizer.fusion_rules import row_rules
+    from taso.optimizer.search import refine_joined
+
+    g, m = _dense_residual_layernorm(), SkipLayerNormDevice(False)
+    start = m.graph_cost(g)
+    out, applied = refine_joined(g, m, row_rules(), 0.0, ("rows-dense-residual",))
+    fall = 1 - m.graph_cost(out) / start
+    assert applied and fall > 0
+    # a fall under the margin, alone, is not kept ...
+    margin = fall + 0.05
+    assert refine_joined(g, m, row_rules(), margin, ("rows-dense-residual",)) == (g, {})
+    # ... but it is where the pieces' rewrites had halved the cost before it
+    earlier = 2 * start
+    assert m.graph_cost(out) < (1 - margin) * earlier
+    kept, applied = refine_joined(g, m, row_rules(), margin, ("rows-dense-residual",),
+                                  baseline=earlier)
+    assert applied == {"rows-dense-residual": 1} and m.graph_cost(kept) < start
+
+
 def test_products_by_one_weight_merge_across_pieces(monkeypatch):
     import taso.optimizer.search as search
 

@@ -26,7 +26,7 @@ from taso.ops.conv import out_hw
 
 from . import register_cost_model
 from .cache import CostCache
-from .measured import MeasuredCostModel
+from .measured import Link, MeasuredCostModel, link_source
 
 try:
     import cupy
@@ -183,6 +183,28 @@ def run_graph(xp, graph: Graph, feeds: dict[str, Any], weights: dict[int, Any],
                      lambda n: weights[n.id])
 
 
+def chain_program(xp, links: Sequence[Link], cudnn=None) -> Callable[[], Any]:
+    """A function running the chain `links` once on arrays of module `xp`, its
+    inputs from outside the chain drawn once (one-element constants at their
+    value); it returns the last link's output."""
+    rng = np.random.default_rng(0)
+    sources = [[link_source(kind, k) for kind, _, _ in ins]
+               for k, (_, _, ins) in enumerate(links)]
+    args = [[None if j is not None else
+             xp.full(s, float(kind[1:]), d) if kind.startswith("=") else
+             xp.asarray(rng.standard_normal(s).astype(d))
+             for j, (kind, s, d) in zip(js, ins)] for js, (_, _, ins) in zip(sources, links)]
+
+    def run():
+        made = []  # each link's output
+        for (op, a, _), js, xs in zip(links, sources, args):
+            made.append(run_node(xp, op, a, [made[j] if j is not None else x
+                                             for j, x in zip(js, xs)], cudnn)[0])
+        return made[-1]
+
+    return run
+
+
 # ---- timing --------------------------------------------------------------------------
 def time_gpu(fn: Callable[[], Any], warmup: int = 3, repeats: int = 20) -> list[float]:
     """Milliseconds of each timed call, between two CUDA events on the current stream."""
@@ -225,16 +247,7 @@ class CupyCostModel(MeasuredCostModel):
     def time_chain(self, links) -> float:
         if any(op == "opaque" for op, _, _ in links):
             return self.overhead_ms  # no lowering: counted as free, the same in every graph
-        rng = np.random.default_rng(0)
-        args = [[None if kind == "prev" else cupy.asarray(rng.standard_normal(s).astype(d))
-                 for kind, s, d in ins] for _, _, ins in links]
-
-        def run():
-            prev = None
-            for (op, a, _), xs in zip(links, args):
-                prev = run_node(cupy, op, a, [prev if x is None else x for x in xs],
-                                self.cudnn)[0]
-
+        run = chain_program(cupy, links, self.cudnn)
         return statistics.median(time_gpu(run, self.warmup, self.repeats))
 
     def time_overhead(self) -> float:

@@ -52,8 +52,26 @@ def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
 
 # A link of a chain timed as one program: (op, attrs, inputs), each input a
 # (kind, shape, dtype) with kind "x" (an activation fed from outside), "w" (a
-# constant) or "prev" (the previous link's output).
+# constant), "=v" (a one-element constant of value v: onnxruntime fuses a GELU
+# decomposed into erf, adds and products only when its constants are sqrt(2),
+# 1 and 0.5), "prev" (the previous link's output) or "@j" (link j's output, for
+# an earlier one: that GELU reads its input twice).
 Link = tuple[str, dict[str, Any], tuple[tuple[str, Shape, str], ...]]
+
+
+def const_kind(node: Any) -> str:
+    """The kind of a constant input: its value ("=v") when it is a weight of one
+    element, else "w"."""
+    data = node.data if node.op == "weight" else None
+    return f"={float(data.reshape(-1)[0])!r}" if data is not None and data.size == 1 else "w"
+
+
+def link_source(kind: str, k: int) -> int | None:
+    """The index of the link whose output an input of kind `kind` of link `k`
+    is, or None for one fed from outside the chain."""
+    if kind == "prev":
+        return k - 1
+    return int(kind[1:]) if kind.startswith("@") else None
 
 # The heads of fusable chains, and what may follow them. A layer normalization
 # belongs to the chain before it: onnxruntime folds the residual add into one
@@ -63,47 +81,58 @@ Link = tuple[str, dict[str, Any], tuple[tuple[str, Shape, str], ...]]
 ANCHORS = ("conv2d", "conv2d_bias", "matmul", "gemm")
 EPILOGUES = ("batchnorm", "relu", "sigmoid", "tanh", "clip", "gelu", "erf", "ewadd", "add",
              "sub", "ewmul", "mul", "div", "scalar_mul", "layernorm")
-MAX_CHAIN = 5
+MAX_CHAIN = 8  # a product, its bias and a GELU decomposed into five nodes
 
 
 # Operands of a commutative operator are priced in one order (the chain's own
 # value, then activations, then constants; then by shape): two timings of one
 # program differ by the session's noise (up to 20% for BERT's 3072x768 chain),
 # which would otherwise make an operand swap look like a gain or a loss.
-KIND_ORDER = {"prev": 0, "x": 1, "w": 2}
+KIND_ORDER = {"prev": 0, "@": 1, "x": 2, "w": 3, "=": 3}
 
 
 def canonical_inputs(op: str, ins: Sequence[tuple[str, Shape, str]]) -> tuple:
     """A link's inputs, in their pricing order where `op` is commutative."""
     if get_op(op).commutative and len(ins) == 2:
-        return tuple(sorted(ins, key=lambda i: (KIND_ORDER[i[0]], i[1], i[2])))
+        return tuple(sorted(ins, key=lambda i: (
+            KIND_ORDER[i[0] if i[0] in KIND_ORDER else i[0][0]], i[0], i[1], i[2])))
     return tuple(ins)
 
 
 def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[int]]:
-    """Node ids of each contraction followed by elementwise nodes, each the sole
-    consumer of the one before, whose output is no graph output (chains of two
-    or more)."""
-    users: dict[tuple[int, int], list[int]] = {}
+    """Node ids of each contraction followed by elementwise nodes it alone feeds
+    (two or more nodes in all, in topological order): grown from the contraction
+    by its consumers, one at a time, and cut to the largest such group whose
+    only output read outside it is its last node's. That is a straight chain,
+    or one with a diamond inside, as a GELU decomposed into erf, adds and
+    products reads its input twice; onnxruntime fuses both. A node joins one
+    chain at most, the first contraction's (the add of two products)."""
+    order = {n.id: k for k, n in enumerate(graph.topo_order())}
+    users: dict[int, set[int]] = {}
     for n in graph.topo_order():
         if n.id in live and n.id not in const:
-            for ref in n.inputs:
-                users.setdefault(ref, []).append(n.id)
-    outputs = set(graph.outputs)
-    chains = []
+            for p, _ in n.inputs:
+                users.setdefault(p, set()).add(n.id)
+    outputs = {p for p, _ in graph.outputs}
+    chains, claimed = [], set()
     for n in graph.topo_order():
         if n.op not in ANCHORS or n.id not in live or n.id in const:
             continue
-        chain = [n.id]
-        while len(chain) < MAX_CHAIN:
-            last = graph.nodes[chain[-1]]
-            nxt = users.get((last.id, 0), [])
-            if len(last.shapes) != 1 or (last.id, 0) in outputs or len(nxt) != 1 \
-                    or graph.nodes[nxt[0]].op not in EPILOGUES:
+        group, best = [n.id], None
+        while len(group) < MAX_CHAIN:
+            inside = set(group)
+            nxt = min((u for i in group for u in users.get(i, ()) if u not in inside),
+                      key=order.__getitem__, default=None)
+            if nxt is None or nxt in claimed or graph.nodes[nxt].op not in EPILOGUES \
+                    or len(graph.nodes[nxt].shapes) != 1:
                 break
-            chain.append(nxt[0])
-        if len(chain) > 1:
-            chains.append(chain)
+            group.append(nxt)
+            inside.add(nxt)
+            if [i for i in group if i in outputs or users.get(i, set()) - inside] == [nxt]:
+                best = list(group)
+        if best:
+            chains.append(best)
+            claimed.update(best)
     return chains
 
 
@@ -225,9 +254,11 @@ class MeasuredCostModel(CostModel):
     @staticmethod
     def links(graph: Graph, chain: list[int], const: set[int]) -> list[Link]:
         out = []
+        at = {nid: k for k, nid in enumerate(chain)}
         for k, nid in enumerate(chain):
             n = graph.nodes[nid]
-            ins = tuple(("prev" if k and p == chain[k - 1] else "w" if p in const else "x",
+            ins = tuple(("prev" if at.get(p) == k - 1 else f"@{at[p]}" if p in at else
+                         const_kind(graph.nodes[p]) if p in const else "x",
                          graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
                         for p, i in n.inputs)
             out.append((n.op, n.a, canonical_inputs(n.op, ins)))
