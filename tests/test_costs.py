@@ -160,6 +160,12 @@ def test_residual_layernorm_joins_the_product_chain():
     g.mark_output(g.layernorm(y, g.new_weight((16,)), g.new_weight((16,))))
     chains = fusable_chains(g, g.live(), constant_nodes(g))
     assert [[g.nodes[i].op for i in c] for c in chains] == [["matmul", "add", "ewadd", "layernorm"]]
+    # in BERT too, where the residual (the add's first operand) is the previous
+    # normalization's output, which other nodes read as well
+    bert = ALL["bert_base"](small=True)
+    kinds = [tuple(bert.nodes[i].op for i in c)
+             for c in fusable_chains(bert, bert.live(), constant_nodes(bert))]
+    assert kinds.count(("matmul", "add", "ewadd", "layernorm")) == 2 * 2  # two layers
 
 
 def erf_gelu_dense(g: taso.Graph, x, w, b):
@@ -208,6 +214,16 @@ def test_an_add_of_two_products_joins_one_chain():
     m.graph_cost(g)
     assert sorted(map(str, m.calls)) == sorted(map(str, [("matmul", "ewadd", "tanh"),
                                                          ("matmul", (False, True))]))
+    # the first operand's chain, by structure: with the first product replaced
+    # by a split of a stacked one, the add joins the second product's chain
+    g = taso.new_graph()
+    x, h = g.new_input((2, 8)), g.new_input((1, 8))
+    first, other = g.split(g.matmul(x, g.new_weight((8, 8))), 0, (1, 1))
+    g.mark_output(other)
+    g.mark_output(g.tanh(g.ewadd(first, g.matmul(h, g.new_weight((8, 8))))))
+    chains = fusable_chains(g, g.live(), constant_nodes(g))
+    assert [[g.nodes[i].op for i in c] for c in chains] == [["matmul", "ewadd", "tanh"]]
+    assert g.nodes[chains[0][0]].inputs[0] == h.ref
 
 
 def test_chain_programs_read_earlier_links_and_constant_values():

@@ -105,16 +105,23 @@ def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[i
     by its consumers, one at a time, and cut to the largest such group whose
     only output read outside it is its last node's. That is a straight chain,
     or one with a diamond inside, as a GELU decomposed into erf, adds and
-    products reads its input twice; onnxruntime fuses both. A node joins one
-    chain at most, the first contraction's (the add of two products)."""
+    products reads its input twice; onnxruntime fuses both.
+    A node that could join two chains (the add of two products) joins the one
+    of its first operand that could end a chain there (a contraction or an
+    elementwise node after one, read by this node alone): a choice by
+    structure, so that a rewrite elsewhere (which reorders the nodes) does not
+    move it."""
     order = {n.id: k for k, n in enumerate(graph.topo_order())}
     users: dict[int, set[int]] = {}
+    rooted: set[int] = set()  # contractions, and elementwise nodes after one
     for n in graph.topo_order():
         if n.id in live and n.id not in const:
             for p, _ in n.inputs:
                 users.setdefault(p, set()).add(n.id)
+            if n.op in ANCHORS or n.op in EPILOGUES and any(p in rooted for p, _ in n.inputs):
+                rooted.add(n.id)
     outputs = {p for p, _ in graph.outputs}
-    chains, claimed = [], set()
+    chains = []
     for n in graph.topo_order():
         if n.op not in ANCHORS or n.id not in live or n.id in const:
             continue
@@ -123,8 +130,10 @@ def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[i
             inside = set(group)
             nxt = min((u for i in group for u in users.get(i, ()) if u not in inside),
                       key=order.__getitem__, default=None)
-            if nxt is None or nxt in claimed or graph.nodes[nxt].op not in EPILOGUES \
-                    or len(graph.nodes[nxt].shapes) != 1:
+            if nxt is None or graph.nodes[nxt].op not in EPILOGUES \
+                    or len(graph.nodes[nxt].shapes) != 1 \
+                    or next(p for p, _ in graph.nodes[nxt].inputs if p in inside or
+                            p in rooted and users[p] == {nxt}) not in inside:
                 break
             group.append(nxt)
             inside.add(nxt)
@@ -132,7 +141,6 @@ def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[i
                 best = list(group)
         if best:
             chains.append(best)
-            claimed.update(best)
     return chains
 
 
