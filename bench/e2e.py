@@ -141,7 +141,11 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
     }
     predict = getattr(cost_model, "predict_latency", None)
     if predict is not None:
-        row["predicted_ms"] = {"original": predict(graph), "taso": predict(best)}
+        # both scaled by the device's speed now, as measured on the original
+        original = predict(graph)
+        speed = getattr(cost_model, "last_speed", 1.0)
+        row["predicted_ms"] = {"original": original, "taso": predict(best, speed=speed)}
+        row["device_speed"] = speed
         device_ms = {"original": measured_latency(cost_model, graph, latency["original"]),
                      "taso": measured_latency(cost_model, best, latency["taso"])}
         row["prediction_error"] = {c: row["predicted_ms"][c] / device_ms[c] - 1
@@ -169,7 +173,7 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
             f"| {cell['onnxsim']} | {cell['onnxoptimizer']} | {cell['taso']} "
             f"| {noise(r)} | {tensat} "
             f"| {r['search_s']:.1f} | {r['measure_s']:.1f} | {r.get('validate_s', 0.0):.1f} "
-            + (f"| {pred['original']:.2f} / {pred['taso']:.2f} "
+            + (f"| {pred['original']:.2f} / {pred['taso']:.2f}{speed(r)} "
                f"| {err['original']:+.0%} / {err['taso']:+.0%} |" if pred else "| — | — |"))
     lines += ["", "Rules applied:", ""]
     for r in rows:
@@ -188,6 +192,13 @@ def refusal(row: dict[str, Any]) -> str:
     return (f" (refused: the search's {f'{n} rewrites' if n else 'rewrite'} measured "
             f"{v['original_ms']:.2f} → {v['optimized_ms']:.2f} ms as a whole model, "
             "not faster by the required margin)")
+
+
+def speed(row: dict[str, Any]) -> str:
+    """The factor a row's predictions were scaled by (the device's time now over
+    its time when the costs were measured), where they were."""
+    f = row.get("device_speed")
+    return f" (×{f:.2f})" if f is not None else ""
 
 
 def noise(row: dict[str, Any]) -> str:
@@ -257,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
               + f"; {args.sessions} session(s) a column, each the median over "
               f"{args.rounds} interleaved rounds of ≥{args.round_ms:g} ms, timed by "
               + ("the thread's CPU time" if args.threads == 1 else "the wall clock")
-              + ("; predictions against whole-model runs on the GPU." if args.cost_model == "cupy"
-                 else "."))
+              + ("; predictions against whole-model runs on the GPU" if args.cost_model == "cupy"
+                 else "")
+              + "; predictions scaled to the device's speed now (bracketed: its time now over "
+                "its time when the costs were measured, from the model's three costliest "
+                "units timed again).")
     rows = []
     for name in wanted:
         print(f"[e2e] {name} ...", file=sys.stderr, flush=True)

@@ -248,6 +248,43 @@ def test_fusing_device_times_chains_as_one_program():
     assert not CountingDevice(False).fuses  # per-node by default
 
 
+class DriftingDevice(CountingDevice):
+    """A formula device that runs `slowdown` times slower than when it priced."""
+
+    slowdown = 1.0
+
+    def time_chain(self, links):
+        return super().time_chain(links) * self.slowdown
+
+    def time_overhead(self):
+        return 0.0
+
+
+def test_predictions_follow_the_device_speed_now(tmp_path):
+    g = conv_block(residual=True)
+    m = DriftingDevice(tmp_path / "costs.json")
+    m.fuses = True
+    base = m.predict_latency(g)
+    assert m.last_speed == pytest.approx(1.0)
+    m.save()
+    later = DriftingDevice(tmp_path / "costs.json")  # the costs cached, the device slower
+    later.fuses, later.slowdown = True, 1.5
+    assert later.graph_cost(g) == m.graph_cost(g)  # the search's costs stay as cached
+    assert later.predict_latency(g) == pytest.approx(1.5 * base)
+    assert later.last_speed == pytest.approx(1.5)
+    later.recalibrate = False
+    assert later.predict_latency(g) == pytest.approx(base) and later.last_speed == 1.0
+    # one key's cached cost off by 2x does not move the speed: the median of keys
+    g = taso.new_graph()
+    x = g.new_input((4, 8))
+    for k in (8, 16, 24):
+        g.mark_output(g.relu(g.matmul(x, g.new_weight((8, k)))))
+    m = DriftingDevice(False)
+    m.graph_cost(g)
+    m._memo[max(m._memo, key=m._memo.get)] *= 2
+    assert m.speed_now(g) == pytest.approx(1.0)
+
+
 def test_commutative_operands_are_priced_in_one_order():
     m = CountingDevice(False)
     m.fuses = True
@@ -327,7 +364,9 @@ def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
     m = OrtCostModel(cache=False, threads=1, **FAST)
     layout = m.layout_ms(g)
     assert layout > 0
-    assert m.predict_latency(g) == pytest.approx(m.graph_cost(g) + m.overhead_ms + layout)
+    predicted = m.predict_latency(g)
+    assert predicted == pytest.approx((m.graph_cost(g) + m.overhead_ms + layout) * m.last_speed)
+    assert 0.5 < m.last_speed < 2  # costs measured a moment ago, timed again
     timed = m.measured
     assert m.layout_ms(g) == layout and m.measured == timed  # each reorder timed once
     assert m.layout_ms(merged_matmuls()) == 0.0  # no convolution, no blocked layout

@@ -450,6 +450,23 @@ def test_builder_graph_exports_valid_onnx():
     assert_same(run(m, feeds), run(taso.export_onnx(taso.load_onnx(m)), feeds))
 
 
+def test_export_writes_to_a_path_and_names_bad_arguments(tmp_path):
+    g = taso.new_graph()
+    g.mark_output(g.relu(g.new_input((2, 3), "x")), "y")
+    path = tmp_path / "out.onnx"
+    m = taso.export_onnx(g, path, opset=18)
+    assert onnx.load(path) == m and m.opset_import[0].version == 18
+    taso.export_onnx(g, str(tmp_path / "again.onnx"))
+    assert taso.load_onnx(tmp_path / "again.onnx").hash() == g.hash()
+    with pytest.raises(taso.ModelError, match=r"path must be a file path, got 17 "
+                                              r"\(the opset is a keyword"):
+        taso.export_onnx(g, 17)
+    with pytest.raises(taso.ModelError, match="opset must be an integer, got '17'"):
+        taso.export_onnx(g, opset="17")
+    with pytest.raises(taso.ModelError, match="takes a taso Graph, got ModelProto"):
+        taso.export_onnx(m)
+
+
 # ---- symbolic dimensions -------------------------------------------------------------
 def _symbolic_model() -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])

@@ -19,8 +19,9 @@ whatever the runtime fuses of it is measured as fused.
 from __future__ import annotations
 
 import os
+import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from taso.ir import Graph
@@ -57,6 +58,7 @@ def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
 # 1 and 0.5), "prev" (the previous link's output) or "@j" (link j's output, for
 # an earlier one: that GELU reads its input twice).
 Link = tuple[str, dict[str, Any], tuple[tuple[str, Shape, str], ...]]
+Unit = tuple[Any, Callable[[], float]]  # what graph_cost sums: a cost key, how to time it
 
 
 def const_kind(node: Any) -> str:
@@ -172,6 +174,10 @@ class MeasuredCostModel(CostModel):
         self.context: tuple = ()
 
     fuses = False  # whether graph_cost times fusable chains as one program
+    # Whether whole-model predictions are scaled to the device's speed now
+    # (`speed_now`); `last_speed` is the factor the last one used.
+    recalibrate = True
+    last_speed = 1.0
     # NasRNN's relu merges (taso-081/082) were predicted 1.8% cheaper on this
     # CPU and ran 10-14% slower; repeated sessions of one model spread 1-5%.
     min_gain = 0.03
@@ -210,24 +216,12 @@ class MeasuredCostModel(CostModel):
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
                 consts: Sequence[bool] | None = None,
                 dtypes: Sequence[str] | None = None) -> float:
-        if op in SOURCE_OPS or get_op(op).weight_only:
-            return 0.0
-        shapes = [tuple(int(d) for d in s) for s in shapes]
-        consts = tuple(bool(c) for c in consts) if consts is not None \
-            else default_consts(op, shapes)
-        if consts and all(consts):
-            return 0.0  # folded into a constant before the model runs
-        if get_op(op).commutative:
-            ins = canonical_inputs(op, [("w" if c else "x", s, d) for s, c, d in
-                                        zip(shapes, consts, dtypes or ["float32"] * 2)])
-            shapes, dtypes = [s for _, s, _ in ins], [d for _, _, d in ins]
-            consts = tuple(kind == "w" for kind, _, _ in ins)
-        key = (get_op(op).cost_key(dict(attrs), shapes), consts) + self.context
-        if key not in self._memo:
-            self._memo[key] = self._cached(
-                key, lambda: max(self.time_node(op, dict(attrs), shapes, consts, dtypes)
-                                 - self.overhead_ms, 0.0))
-        return self._memo[key]
+        unit = self._node_unit(op, attrs, shapes, consts, dtypes)
+        return 0.0 if unit is None else self._priced(*unit)
+
+    def chain_cost(self, links: Sequence[Link]) -> float:
+        """Milliseconds of a chain run as one program, less the overhead."""
+        return self._priced(*self._chain_unit(links))
 
     def graph_cost(self, graph: Graph) -> float:
         """Sum of the live computed nodes' costs, each timed with its real
@@ -239,55 +233,31 @@ class MeasuredCostModel(CostModel):
     def priced_units(self, graph: Graph) -> list[tuple[list[int], float]]:
         """What `graph_cost` sums, one entry per unit priced: the node ids of a
         node or of a fused chain (in order), and its milliseconds."""
-        live, const = graph.live(), constant_nodes(graph)
-        chained: dict[int, list[int]] = {}
-        if self.fuses:
-            for chain in fusable_chains(graph, live, const):
-                chained.update({nid: chain for nid in chain})
-        units = []
-        for n in graph.topo_order():
-            if n.id not in live or n.id in const or n.op == "input":
-                continue
-            if n.id in chained:
-                if chained[n.id][0] == n.id:
-                    chain = chained[n.id]
-                    units.append((chain, self.chain_cost(self.links(graph, chain, const))))
-                continue
-            srcs = [(graph.nodes[p], i) for p, i in n.inputs]
-            units.append(([n.id], self.op_cost(n.op, n.a, [m.shapes[i] for m, i in srcs],
-                                               consts=[m.id in const for m, _ in srcs],
-                                               dtypes=[m.dtypes[i] for m, i in srcs])))
-        return units
+        return [(ids, 0.0 if unit is None else self._priced(*unit))
+                for ids, unit in self._units(graph)]
 
-    @staticmethod
-    def links(graph: Graph, chain: list[int], const: set[int]) -> list[Link]:
-        out = []
-        at = {nid: k for k, nid in enumerate(chain)}
-        for k, nid in enumerate(chain):
-            n = graph.nodes[nid]
-            ins = tuple(("prev" if at.get(p) == k - 1 else f"@{at[p]}" if p in at else
-                         const_kind(graph.nodes[p]) if p in const else "x",
-                         graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
-                        for p, i in n.inputs)
-            out.append((n.op, n.a, canonical_inputs(n.op, ins)))
-        return out
-
-    def chain_cost(self, links: Sequence[Link]) -> float:
-        """Milliseconds of a chain run as one program, less the overhead."""
-        key = ("chain", tuple((get_op(op).cost_key(a, [s for _, s, _ in ins]),
-                               tuple(kind for kind, _, _ in ins)) for op, a, ins in links)
-               ) + self.context
-        if key not in self._memo:
-            self._memo[key] = self._cached(
-                key, lambda: max(self.time_chain(links) - self.overhead_ms, 0.0))
-        return self._memo[key]
-
-    def predict_latency(self, graph: Graph) -> float:
+    def predict_latency(self, graph: Graph, speed: float | None = None) -> float:
         """Predicted milliseconds of one run of the whole model `graph` (which it
         is then priced within): the nodes' costs, the fixed cost of one run and
-        the layout changes inside the model."""
+        the layout changes inside the model, scaled by `speed` (default: with
+        `recalibrate`, `speed_now`; the factor used is `last_speed`)."""
         self.price_within(graph)
-        return self.graph_cost(graph) + self.overhead_ms + self.layout_ms(graph)
+        ms = self.graph_cost(graph) + self.overhead_ms + self.layout_ms(graph)
+        if speed is None:
+            speed = self.speed_now(graph) if self.recalibrate else 1.0
+        self.last_speed = speed
+        return ms * speed
+
+    def speed_now(self, graph: Graph, sample: int = 8) -> float:
+        """How much longer the device takes now than when the costs of `graph`
+        were measured (this VM's speed drifts by 20% and more within an hour):
+        the median, over its `sample` costliest keys, of each one's time now
+        over its cached cost. The median, as one key's cached timing can be off
+        by 2x (a session's buffers landing badly)."""
+        units = {unit[0]: unit[1] for _, unit in self._units(graph) if unit is not None}
+        costly = sorted(units, key=lambda k: -self._priced(k, units[k]))[:sample]
+        ratios = [units[k]() / self._memo[k] for k in costly if self._memo[k] > 0]
+        return statistics.median(ratios) if ratios else 1.0
 
     def layout_ms(self, graph: Graph) -> float:
         """Milliseconds of the layout changes the device makes inside the whole
@@ -303,6 +273,74 @@ class MeasuredCostModel(CostModel):
     def save(self) -> None:
         if self.cache is not None:
             self.cache.save()
+
+    # ---- keys and what they time --------------------------------------------------------
+    def _node_unit(self, op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
+                   consts: Sequence[bool] | None, dtypes: Sequence[str] | None
+                   ) -> Unit | None:
+        """One node's cost key and timing; None where it costs nothing."""
+        if op in SOURCE_OPS or get_op(op).weight_only:
+            return None
+        shapes = [tuple(int(d) for d in s) for s in shapes]
+        consts = tuple(bool(c) for c in consts) if consts is not None \
+            else default_consts(op, shapes)
+        if consts and all(consts):
+            return None  # folded into a constant before the model runs
+        if get_op(op).commutative:
+            ins = canonical_inputs(op, [("w" if c else "x", s, d) for s, c, d in
+                                        zip(shapes, consts, dtypes or ["float32"] * 2)])
+            shapes, dtypes = [s for _, s, _ in ins], [d for _, _, d in ins]
+            consts = tuple(kind == "w" for kind, _, _ in ins)
+        key = (get_op(op).cost_key(dict(attrs), shapes), consts) + self.context
+        return key, lambda: max(self.time_node(op, dict(attrs), shapes, consts, dtypes)
+                                - self.overhead_ms, 0.0)
+
+    def _chain_unit(self, links: Sequence[Link]) -> Unit:
+        key = ("chain", tuple((get_op(op).cost_key(a, [s for _, s, _ in ins]),
+                               tuple(kind for kind, _, _ in ins)) for op, a, ins in links)
+               ) + self.context
+        return key, lambda: max(self.time_chain(links) - self.overhead_ms, 0.0)
+
+    def _units(self, graph: Graph) -> list[tuple[list[int], Unit | None]]:
+        """The units `graph_cost` sums: the node ids of a node or a fused chain,
+        and its key and timing (None: it costs nothing)."""
+        live, const = graph.live(), constant_nodes(graph)
+        chained: dict[int, list[int]] = {}
+        if self.fuses:
+            for chain in fusable_chains(graph, live, const):
+                chained.update({nid: chain for nid in chain})
+        units: list[tuple[list[int], Unit | None]] = []
+        for n in graph.topo_order():
+            if n.id not in live or n.id in const or n.op == "input":
+                continue
+            if n.id in chained:
+                if chained[n.id][0] == n.id:
+                    chain = chained[n.id]
+                    units.append((chain, self._chain_unit(self.links(graph, chain, const))))
+                continue
+            srcs = [(graph.nodes[p], i) for p, i in n.inputs]
+            units.append(([n.id], self._node_unit(
+                n.op, n.a, [m.shapes[i] for m, i in srcs], [m.id in const for m, _ in srcs],
+                [m.dtypes[i] for m, i in srcs])))
+        return units
+
+    def _priced(self, key: Any, measure: Callable[[], float]) -> float:
+        if key not in self._memo:
+            self._memo[key] = self._cached(key, measure)
+        return self._memo[key]
+
+    @staticmethod
+    def links(graph: Graph, chain: list[int], const: set[int]) -> list[Link]:
+        out = []
+        at = {nid: k for k, nid in enumerate(chain)}
+        for k, nid in enumerate(chain):
+            n = graph.nodes[nid]
+            ins = tuple(("prev" if at.get(p) == k - 1 else f"@{at[p]}" if p in at else
+                         const_kind(graph.nodes[p]) if p in const else "x",
+                         graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
+                        for p, i in n.inputs)
+            out.append((n.op, n.a, canonical_inputs(n.op, ins)))
+        return out
 
     def _cached(self, key: Any, measure) -> float:
         ms = self.cache.get(self.name, self.device, key) if self.cache is not None else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -148,9 +149,25 @@ def _emit_converted(a, em: Emitter, ins: list[str], outs: list[str], in_types) -
         em.nodes.append(n)
 
 
-def export_onnx(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
-    """Export a Graph as an ONNX model. `opset` defaults to 17, or to the opset its
-    opaque nodes were imported at when that is newer."""
+def export_onnx(graph: Graph, path: str | os.PathLike | None = None, *,
+                opset: int | None = None) -> onnx.ModelProto:
+    """Export a Graph as an ONNX model, and write it to `path` when one is given.
+    `opset` defaults to 17, or to the opset its opaque nodes were imported at
+    when that is newer."""
+    if not isinstance(graph, Graph):
+        raise ModelError(f"export_onnx takes a taso Graph, got {type(graph).__name__}")
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise ModelError(f"export_onnx: path must be a file path, got {path!r} "
+                         "(the opset is a keyword: opset=17)")
+    if opset is not None and (isinstance(opset, bool) or not isinstance(opset, int)):
+        raise ModelError(f"export_onnx: opset must be an integer, got {opset!r}")
+    model = _export(graph, opset)
+    if path is not None:
+        onnx.save(model, os.fspath(path))
+    return model
+
+
+def _export(graph: Graph, opset: int | None) -> onnx.ModelProto:
     g = graph.pruned()
     if opset is None:
         opset = max([DEFAULT_OPSET] + [n.a["opset"] for n in g.nodes.values()
