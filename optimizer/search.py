@@ -196,7 +196,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         lambda n, c: progress(len(graphs), len(graphs), n, c))
     # Judged from the graph the search began with: the pieces may have taken
     # most of a gain (BERT imported from ONNX: 15 of 24 dense layers) and left
-    # the joined pass less than the margin of the rest, alone.
+    # the joined pass less than the margin of the rest, alone. Its rules are
+    # the few listed, each step must lower the cost, and the whole model is
+    # timed after.
     out, more = refine_joined(out, model, rule_list, margin,
                               ACROSS_PIECES + (FUSED_GAINS if fuses else ()), progress=step,
                               baseline=model.graph_cost(g))
@@ -297,7 +299,7 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
         applied[engine.rules[ri].id] += 1
         if progress is not None:
             progress(sum(applied.values()), cost)
-    if cost >= (1 - margin) * (start if baseline is None else baseline):
+    if not applied or cost >= (1 - margin) * (start if baseline is None else baseline):
         return graph, Counter()
     log.info("rewrites of the joined graph: %s, cost %.3f -> %.3f", dict(applied), start, cost)
     return best_graph, applied

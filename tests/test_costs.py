@@ -226,6 +226,21 @@ def test_an_add_of_two_products_joins_one_chain():
     assert g.nodes[chains[0][0]].inputs[0] == h.ref
 
 
+def test_no_node_is_in_two_chains():
+    # h is read twice inside the first chain, so from the second one the add's
+    # first operand does not look like a chain's end; the add stays the first's
+    g = taso.new_graph()
+    x, y = g.new_input((1, 8)), g.new_input((1, 8))
+    h = g.add(g.matmul(x, g.new_weight((8, 8))), g.new_weight((8,)))
+    q = g.matmul(y, g.new_weight((8, 8)))
+    g.mark_output(g.ewadd(g.ewadd(h, q), g.relu(h)))
+    chains = fusable_chains(g, g.live(), constant_nodes(g))
+    ids = [i for c in chains for i in c]
+    assert len(ids) == len(set(ids))
+    assert [[g.nodes[i].op for i in c] for c in chains] == [
+        ["matmul", "add", "ewadd", "relu", "ewadd"]]
+
+
 def test_chain_programs_read_earlier_links_and_constant_values():
     from taso.optimizer.cost.ort import chain_graph
 
@@ -364,9 +379,8 @@ def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
     m = OrtCostModel(cache=False, threads=1, **FAST)
     layout = m.layout_ms(g)
     assert layout > 0
-    predicted = m.predict_latency(g)
-    assert predicted == pytest.approx((m.graph_cost(g) + m.overhead_ms + layout) * m.last_speed)
-    assert 0.5 < m.last_speed < 2  # costs measured a moment ago, timed again
+    m.recalibrate = False  # (the drift to now: test_predictions_follow_the_device_speed_now)
+    assert m.predict_latency(g) == pytest.approx(m.graph_cost(g) + m.overhead_ms + layout)
     timed = m.measured
     assert m.layout_ms(g) == layout and m.measured == timed  # each reorder timed once
     assert m.layout_ms(merged_matmuls()) == 0.0  # no convolution, no blocked layout

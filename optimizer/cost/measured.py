@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from taso.ir import Graph
@@ -58,13 +58,16 @@ def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
 # 1 and 0.5), "prev" (the previous link's output) or "@j" (link j's output, for
 # an earlier one: that GELU reads its input twice).
 Link = tuple[str, dict[str, Any], tuple[tuple[str, Shape, str], ...]]
-Unit = tuple[Any, Callable[[], float]]  # what graph_cost sums: a cost key, how to time it
+Unit = tuple[Any, tuple]  # what graph_cost sums: a cost key, and what to time (_time_unit)
 
 
-def const_kind(node: Any) -> str:
-    """The kind of a constant input: its value ("=v") when it is a weight of one
-    element, else "w"."""
-    data = node.data if node.op == "weight" else None
+ARITHMETIC = ("add", "sub", "mul", "div", "ewadd", "ewmul", "scalar_mul")
+
+
+def const_kind(node: Any, reader: str) -> str:
+    """The kind of a constant input of an operator `reader`: its value ("=v")
+    when it is a one-element weight of elementwise arithmetic, else "w"."""
+    data = node.data if node.op == "weight" and reader in ARITHMETIC else None
     return f"={float(data.reshape(-1)[0])!r}" if data is not None and data.size == 1 else "w"
 
 
@@ -112,7 +115,9 @@ def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[i
     of its first operand that could end a chain there (a contraction or an
     elementwise node after one, read by this node alone): a choice by
     structure, so that a rewrite elsewhere (which reorders the nodes) does not
-    move it."""
+    move it (onnxruntime, too, fuses an add into the producer of its first
+    operand it can). Where that still leaves a node to two chains (one reaches
+    it through a node read twice inside it), the first one keeps it."""
     order = {n.id: k for k, n in enumerate(graph.topo_order())}
     users: dict[int, set[int]] = {}
     rooted: set[int] = set()  # contractions, and elementwise nodes after one
@@ -123,26 +128,30 @@ def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[i
             if n.op in ANCHORS or n.op in EPILOGUES and any(p in rooted for p, _ in n.inputs):
                 rooted.add(n.id)
     outputs = {p for p, _ in graph.outputs}
-    chains = []
+    chains, claimed = [], set()
     for n in graph.topo_order():
         if n.op not in ANCHORS or n.id not in live or n.id in const:
             continue
         group, best = [n.id], None
-        while len(group) < MAX_CHAIN:
-            inside = set(group)
-            nxt = min((u for i in group for u in users.get(i, ()) if u not in inside),
-                      key=order.__getitem__, default=None)
-            if nxt is None or graph.nodes[nxt].op not in EPILOGUES \
-                    or len(graph.nodes[nxt].shapes) != 1 \
-                    or next(p for p, _ in graph.nodes[nxt].inputs if p in inside or
+        inside, readers = {n.id}, set(users.get(n.id, ()))  # readers: outside the group
+        while len(group) < MAX_CHAIN and readers:
+            nxt = min(readers, key=order.__getitem__)
+            node = graph.nodes[nxt]
+            if nxt in claimed or node.op not in EPILOGUES or len(node.shapes) != 1 \
+                    or next(p for p, _ in node.inputs if p in inside or
                             p in rooted and users[p] == {nxt}) not in inside:
                 break
             group.append(nxt)
             inside.add(nxt)
-            if [i for i in group if i in outputs or users.get(i, set()) - inside] == [nxt]:
+            readers.discard(nxt)
+            readers.update(u for u in users.get(nxt, ()) if u not in inside)
+            # one exit: what is read from outside, or is a graph output, is nxt
+            if all(p == nxt or p not in inside for r in readers
+                   for p, _ in graph.nodes[r].inputs) and outputs.isdisjoint(group[:-1]):
                 best = list(group)
         if best:
             chains.append(best)
+            claimed.update(best)
     return chains
 
 
@@ -216,6 +225,7 @@ class MeasuredCostModel(CostModel):
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
                 consts: Sequence[bool] | None = None,
                 dtypes: Sequence[str] | None = None) -> float:
+        shapes = [tuple(map(int, s)) for s in shapes]
         unit = self._node_unit(op, attrs, shapes, consts, dtypes)
         return 0.0 if unit is None else self._priced(*unit)
 
@@ -252,12 +262,19 @@ class MeasuredCostModel(CostModel):
         """How much longer the device takes now than when the costs of `graph`
         were measured (this VM's speed drifts by 20% and more within an hour):
         the median, over its `sample` costliest keys, of each one's time now
-        over its cached cost. The median, as one key's cached timing can be off
-        by 2x (a session's buffers landing badly)."""
-        units = {unit[0]: unit[1] for _, unit in self._units(graph) if unit is not None}
-        costly = sorted(units, key=lambda k: -self._priced(k, units[k]))[:sample]
-        ratios = [units[k]() / self._memo[k] for k in costly if self._memo[k] > 0]
-        return statistics.median(ratios) if ratios else 1.0
+        over its cached cost, both less the overhead of a run (timed again too,
+        as it weighs on NasRNN's 15 us products). The median, as one key's
+        cached timing can be off by 2x (a session's buffers landing badly); the
+        costliest keys lean to those timed high, by a few percent."""
+        units = dict(unit for _, unit in self._units(graph) if unit is not None)
+        costly = [k for k in sorted(units, key=lambda k: -self._priced(k, units[k]))[:sample]
+                  if self._memo[k] > 0]
+        if not costly:
+            return 1.0
+        start, shift = time.perf_counter(), self.overhead_ms - self.time_overhead()
+        ratios = [(self._time_unit(units[k]) + shift) / self._memo[k] for k in costly]
+        self.measure_seconds += time.perf_counter() - start
+        return statistics.median(ratios)
 
     def layout_ms(self, graph: Graph) -> float:
         """Milliseconds of the layout changes the device makes inside the whole
@@ -275,13 +292,15 @@ class MeasuredCostModel(CostModel):
             self.cache.save()
 
     # ---- keys and what they time --------------------------------------------------------
+    # A unit is its cost key and what to time on a miss: ("node", op, attrs,
+    # shapes, consts, dtypes) or ("chain", links). Plain tuples, not closures:
+    # graph_cost builds one per node, and the search calls it very often.
     def _node_unit(self, op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
                    consts: Sequence[bool] | None, dtypes: Sequence[str] | None
                    ) -> Unit | None:
         """One node's cost key and timing; None where it costs nothing."""
         if op in SOURCE_OPS or get_op(op).weight_only:
             return None
-        shapes = [tuple(int(d) for d in s) for s in shapes]
         consts = tuple(bool(c) for c in consts) if consts is not None \
             else default_consts(op, shapes)
         if consts and all(consts):
@@ -292,14 +311,22 @@ class MeasuredCostModel(CostModel):
             shapes, dtypes = [s for _, s, _ in ins], [d for _, _, d in ins]
             consts = tuple(kind == "w" for kind, _, _ in ins)
         key = (get_op(op).cost_key(dict(attrs), shapes), consts) + self.context
-        return key, lambda: max(self.time_node(op, dict(attrs), shapes, consts, dtypes)
-                                - self.overhead_ms, 0.0)
+        return key, ("node", op, attrs, shapes, consts, dtypes)
 
     def _chain_unit(self, links: Sequence[Link]) -> Unit:
         key = ("chain", tuple((get_op(op).cost_key(a, [s for _, s, _ in ins]),
                                tuple(kind for kind, _, _ in ins)) for op, a, ins in links)
                ) + self.context
-        return key, lambda: max(self.time_chain(links) - self.overhead_ms, 0.0)
+        return key, ("chain", links)
+
+    def _time_unit(self, what: tuple) -> float:
+        """Milliseconds of a unit's program, less the overhead."""
+        if what[0] == "chain":
+            ms = self.time_chain(what[1])
+        else:
+            _, op, attrs, shapes, consts, dtypes = what
+            ms = self.time_node(op, dict(attrs), shapes, consts, dtypes)
+        return max(ms - self.overhead_ms, 0.0)
 
     def _units(self, graph: Graph) -> list[tuple[list[int], Unit | None]]:
         """The units `graph_cost` sums: the node ids of a node or a fused chain,
@@ -324,10 +351,11 @@ class MeasuredCostModel(CostModel):
                 [m.dtypes[i] for m, i in srcs])))
         return units
 
-    def _priced(self, key: Any, measure: Callable[[], float]) -> float:
-        if key not in self._memo:
-            self._memo[key] = self._cached(key, measure)
-        return self._memo[key]
+    def _priced(self, key: Any, what: tuple) -> float:
+        ms = self._memo.get(key)
+        if ms is None:
+            ms = self._memo[key] = self._cached(key, lambda: self._time_unit(what))
+        return ms
 
     @staticmethod
     def links(graph: Graph, chain: list[int], const: set[int]) -> list[Link]:
@@ -336,7 +364,7 @@ class MeasuredCostModel(CostModel):
         for k, nid in enumerate(chain):
             n = graph.nodes[nid]
             ins = tuple(("prev" if at.get(p) == k - 1 else f"@{at[p]}" if p in at else
-                         const_kind(graph.nodes[p]) if p in const else "x",
+                         const_kind(graph.nodes[p], n.op) if p in const else "x",
                          graph.nodes[p].shapes[i], graph.nodes[p].dtypes[i])
                         for p, i in n.inputs)
             out.append((n.op, n.a, canonical_inputs(n.op, ins)))
