@@ -12,7 +12,8 @@ onnxruntime inserts (which the cost model reads from onnxruntime's optimized
 graph of the whole model, `layout_ms`). A fused chain counts under its head on
 the predicted side and under each kernel's kind on the profiled one (BERT's
 residual add and layer normalization: "matmul" against "norm"), so compare
-totals as well as rows.
+totals as well as rows. Every predicted figure is scaled to the device's speed
+now, as `predict_latency` is (`speed_now`; about 1 for costs just measured).
 "outside kernels" is a profiled run's time outside any kernel: the executor's
 work per node, and the profiler's own, which also inflates small kernels (a
 profiled NasRNN run took twice its plain latency). The whole-model latency is
@@ -103,17 +104,18 @@ def gap_model(name: str, builder, cost_model, threads: int, runs: int,
     graph = builder(small=True) if small else builder()
     data = taso.export_onnx(graph).SerializeToString()
     feeds = graph.random_inputs(seed=0)
-    cost_model.price_within(graph)
-    predicted = predicted_by_kind(cost_model, graph)
     kernels, profiled = profiled_by_kind(data, feeds, threads, runs)
     sess = ort.InferenceSession(data, session_options(threads),
                                 providers=["CPUExecutionProvider"])
     latency = median_ms(Runner(sess, feeds), warmup=3, repeats=runs, min_seconds=1.0,
                         clock=clock_for(threads))
-    return {"model": name, "latency_ms": latency,
-            "predicted_ms": cost_model.predict_latency(graph),
-            "overhead_ms": cost_model.overhead_ms,
-            "predicted": {k: predicted.get(k, 0.0) for k in KINDS},
+    # every figure at the device's speed now, as the whole-model prediction
+    predicted_ms = cost_model.predict_latency(graph)
+    speed = getattr(cost_model, "last_speed", 1.0)
+    predicted = predicted_by_kind(cost_model, graph)
+    return {"model": name, "latency_ms": latency, "predicted_ms": predicted_ms, "speed": speed,
+            "overhead_ms": cost_model.overhead_ms * speed,
+            "predicted": {k: predicted.get(k, 0.0) * speed for k in KINDS},
             "kernels": {k: kernels.get(k, 0.0) for k in KINDS},
             "profiled_run_ms": profiled,
             "outside_kernels_ms": profiled - sum(kernels.values())}
@@ -121,8 +123,9 @@ def gap_model(name: str, builder, cost_model, threads: int, runs: int,
 
 def markdown(row: dict[str, Any]) -> str:
     lines = [f"### {row['model']}: measured {row['latency_ms']:.2f} ms, predicted "
-             f"{row['predicted_ms']:.2f} ms ({row['predicted_ms'] / row['latency_ms'] - 1:+.0%}); "
-             f"a profiled run {row['profiled_run_ms']:.2f} ms",
+             f"{row['predicted_ms']:.2f} ms ({row['predicted_ms'] / row['latency_ms'] - 1:+.0%}"
+             + (f"; costs scaled ×{row['speed']:.2f} to the device's speed now" if "speed" in row
+                else "") + f"); a profiled run {row['profiled_run_ms']:.2f} ms",
              "", "| kind | predicted ms | in-model kernels ms | kernels − predicted |",
              "|---|---|---|---|"]
     for k in KINDS:
