@@ -262,17 +262,19 @@ class MeasuredCostModel(CostModel):
         """How much longer the device takes now than when the costs of `graph`
         were measured (this VM's speed drifts by 20% and more within an hour):
         the median, over its `sample` costliest keys, of each one's time now
-        over its cached cost, both less the overhead of a run (timed again too,
-        as it weighs on NasRNN's 15 us products). The median, as one key's
-        cached timing can be off by 2x (a session's buffers landing badly); the
-        costliest keys lean to those timed high, by a few percent."""
+        over its cached cost. The median, as one key's cached timing can be off
+        by 2x (a session's buffers landing badly); the costliest keys lean to
+        those timed high, by a few percent. Both less the cached overhead of a
+        run: timing it again moved NasRNN's 15 us keys by a third (it is the
+        unstable part of a tiny program), which the drift it would correct
+        does not."""
         units = dict(unit for _, unit in self._units(graph) if unit is not None)
         costly = [k for k in sorted(units, key=lambda k: -self._priced(k, units[k]))[:sample]
                   if self._memo[k] > 0]
         if not costly:
             return 1.0
-        start, shift = time.perf_counter(), self.overhead_ms - self.time_overhead()
-        ratios = [(self._time_unit(units[k]) + shift) / self._memo[k] for k in costly]
+        start = time.perf_counter()
+        ratios = [self._time_unit(units[k]) / self._memo[k] for k in costly]
         self.measure_seconds += time.perf_counter() - start
         return statistics.median(ratios)
 
