@@ -271,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
               + ("; predictions against whole-model runs on the GPU" if args.cost_model == "cupy"
                  else "")
               + "; predictions scaled to the device's speed now (bracketed: its time now over "
-                "its time when the costs were measured: the median over the original's eight "
-                "costliest cost keys, timed again).")
+                "its time when the costs were measured: the weighted median over the eight "
+                "cost keys that weigh most in the original, timed again).")
     rows = []
     for name in wanted:
         print(f"[e2e] {name} ...", file=sys.stderr, flush=True)
