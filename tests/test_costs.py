@@ -300,6 +300,27 @@ def test_predictions_follow_the_device_speed_now(tmp_path):
     assert m.speed_now(g) == pytest.approx(1.0)
 
 
+def test_the_device_speed_is_read_from_what_weighs_in_the_model():
+    # one product that is most of the model, as cached; nine small keys that
+    # now time twice as fast: the product's drift is the model's
+    class PerOp(DriftingDevice):
+        now: dict = {}
+
+        def time_chain(self, links):
+            return super().time_chain(links) * self.now.get(links[0][0], 1.0)
+
+    g = taso.new_graph()
+    g.mark_output(g.matmul(g.new_input((64, 256)), g.new_weight((256, 256))))
+    for k in range(1, 10):
+        g.mark_output(g.relu(g.new_input((1, k))))
+    m = PerOp(False)
+    m.graph_cost(g)
+    m.now = {"relu": 0.5}
+    assert m.speed_now(g, sample=10) == pytest.approx(1.0)
+    m.now = {"matmul": 1.3, "relu": 0.5}
+    assert m.speed_now(g, sample=10) == pytest.approx(1.3)
+
+
 def test_commutative_operands_are_priced_in_one_order():
     m = CountingDevice(False)
     m.fuses = True
