@@ -26,7 +26,7 @@ from taso.ops.conv import out_hw
 
 from . import register_cost_model
 from .cache import CostCache
-from .measured import Link, MeasuredCostModel, link_source
+from .measured import Link, MeasuredCostModel, const_value, link_source
 
 try:
     import cupy
@@ -191,7 +191,7 @@ def chain_program(xp, links: Sequence[Link], cudnn=None) -> Callable[[], Any]:
     sources = [[link_source(kind, k) for kind, _, _ in ins]
                for k, (_, _, ins) in enumerate(links)]
     args = [[None if j is not None else
-             xp.full(s, float(kind[1:]), d) if kind.startswith("=") else
+             xp.full(s, const_value(kind), d) if const_value(kind) is not None else
              xp.asarray(rng.standard_normal(s).astype(d))
              for j, (kind, s, d) in zip(js, ins)] for js, (_, _, ins) in zip(sources, links)]
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 from taso.ir import Graph
@@ -70,6 +72,11 @@ def const_kind(node: Any, reader: str) -> str:
     return f"={float(data.reshape(-1)[0])!r}" if data is not None and data.size == 1 else "w"
 
 
+def const_value(kind: str) -> float | None:
+    """The value of a one-element constant input ("=v"), else None."""
+    return float(kind[1:]) if kind.startswith("=") else None
+
+
 def link_source(kind: str, k: int) -> int | None:
     """The index of the link whose output an input of kind `kind` of link `k`
     is, or None for one fed from outside the chain."""
@@ -92,14 +99,13 @@ MAX_CHAIN = 8  # a product, its bias and a GELU decomposed into five nodes
 # value, then activations, then constants; then by shape): two timings of one
 # program differ by the session's noise (up to 20% for BERT's 3072x768 chain),
 # which would otherwise make an operand swap look like a gain or a loss.
-KIND_ORDER = {"prev": 0, "@": 1, "x": 2, "w": 3, "=": 3}
+KIND_ORDER = {"p": 0, "@": 1, "x": 2, "w": 3, "=": 3}  # by a kind's first character
 
 
 def canonical_inputs(op: str, ins: Sequence[tuple[str, Shape, str]]) -> tuple:
     """A link's inputs, in their pricing order where `op` is commutative."""
     if get_op(op).commutative and len(ins) == 2:
-        return tuple(sorted(ins, key=lambda i: (
-            KIND_ORDER[i[0] if i[0] in KIND_ORDER else i[0][0]], i[0], i[1], i[2])))
+        return tuple(sorted(ins, key=lambda i: (KIND_ORDER[i[0][0]], i[0], i[1], i[2])))
     return tuple(ins)
 
 
@@ -268,12 +274,8 @@ class MeasuredCostModel(CostModel):
         product chains, 95% of the model, timed as cached. Both timings are
         less the cached overhead of a run: timing it again moved NasRNN's
         15 us keys by a third (it is the unstable part of a tiny program)."""
-        units: dict[Any, tuple] = {}
-        uses: dict[Any, int] = {}
-        for _, unit in self._units(graph):
-            if unit is not None:
-                units[unit[0]] = unit[1]
-                uses[unit[0]] = uses.get(unit[0], 0) + 1
+        found = [unit for _, unit in self._units(graph) if unit is not None]
+        units, uses = dict(found), Counter(k for k, _ in found)
         weight = {k: self._priced(k, what) * uses[k] for k, what in units.items()}
         heavy = [k for k in sorted(weight, key=lambda k: -weight[k])[:sample] if weight[k] > 0]
         if not heavy:
@@ -281,12 +283,9 @@ class MeasuredCostModel(CostModel):
         start = time.perf_counter()
         ratios = sorted((self._time_unit(units[k]) / self._memo[k], weight[k]) for k in heavy)
         self.measure_seconds += time.perf_counter() - start
-        half, acc = sum(w for _, w in ratios) / 2, 0.0
-        for ratio, w in ratios:
-            acc += w
-            if acc >= half:
-                return ratio
-        return ratios[-1][0]
+        half = sum(w for _, w in ratios) / 2
+        return next(r for (r, _), acc in zip(ratios, accumulate(w for _, w in ratios))
+                    if acc >= half)
 
     def layout_ms(self, graph: Graph) -> float:
         """Milliseconds of the layout changes the device makes inside the whole
