@@ -49,6 +49,13 @@ def check_equivalence(original: Graph | onnx.ModelProto, optimized: Graph | onnx
                  feeds)
     b = run_onnx(optimized if isinstance(optimized, onnx.ModelProto)
                  else export_onnx(optimized), feeds)
+    return compare_outputs(a, b, atol, rtol)
+
+
+def compare_outputs(a: list[np.ndarray], b: list[np.ndarray],
+                    atol: float = ATOL, rtol: float = RTOL) -> float:
+    """The largest absolute difference between outputs `a` (the original's)
+    and `b`; raises EquivalenceError when an element is outside the tolerance."""
     if len(a) != len(b):
         raise EquivalenceError(f"{len(a)} outputs before, {len(b)} after")
     worst = 0.0

@@ -12,11 +12,11 @@ tolerance (optimizer/check.py); otherwise the command fails and writes nothing.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from pathlib import Path
-
-import onnx
 
 
 def parse_shape(text: str) -> tuple[str, list[int]]:
@@ -72,15 +72,50 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any work, what the search or the write would fail on later."""
+    if (args.input is None) == (args.example is None):
+        parser.error("give either an input model or --example MODEL")
+    if args.budget is not None and args.budget < 1:
+        parser.error(f"--budget must be at least 1, got {args.budget}")
+    if args.alpha is not None and not (math.isfinite(args.alpha) and args.alpha >= 1):
+        parser.error(f"--alpha must be a finite number >= 1, got {args.alpha}")
+    if args.min_gain is not None and not 0 <= args.min_gain < 1:
+        parser.error(f"--min-gain must be in [0, 1), got {args.min_gain}")
+    if not (math.isfinite(args.time_limit) and args.time_limit >= 0):
+        parser.error(f"--time-limit must be >= 0 seconds, got {args.time_limit}")
+    if not (math.isfinite(args.memory_weight) and args.memory_weight >= 0):
+        parser.error(f"--memory-weight must be a finite number >= 0, got {args.memory_weight}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
+    out = Path(args.output)
+    if not args.output or out.is_dir():
+        parser.error(f"--output {args.output!r} is not a file path")
+    if not out.absolute().parent.is_dir():
+        parser.error(f"--output: no such folder {str(out.absolute().parent)!r}")
+    if args.input and out.exists() and os.path.exists(args.input) \
+            and os.path.samefile(args.input, out):
+        parser.error("--output is the input model; write the optimized model elsewhere")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if (args.input is None) == (args.example is None):
-        parser.error("give either an input model or --example MODEL")
+    check_args(parser, args)
+    try:
+        return _optimize(args)
+    except KeyboardInterrupt:
+        print("\ntaso-opt: interrupted; nothing written", file=sys.stderr)
+        return 130
+
+
+def _optimize(args: argparse.Namespace) -> int:
     import taso
     from taso.errors import ModelError
+    from taso.onnx_io import read_model, save_model
+    from taso.onnx_io.common import first_line
 
-    from .check import EquivalenceError, check_equivalence
+    from .check import EquivalenceError, compare_outputs, run_onnx
     from .cost.factory import make_cost_model
     from .report import summary_json, summary_text
     from .search import run_search
@@ -94,12 +129,18 @@ def main(argv: list[str] | None = None) -> int:
             from taso.models import ALL
             original = taso.export_onnx(ALL[args.example](batch_size=1))
         else:
-            original = onnx.load(args.input)
+            original = read_model(args.input)
         graph = taso.load_onnx(original, dict(args.input_shape) or None)
         model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
                                 memory_weight=args.memory_weight)
+        feeds = graph.random_inputs(args.seed)
+        expected = run_onnx(original, feeds)
     except (OSError, ModelError, ValueError) as e:
         print(f"taso-opt: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # onnxruntime's own failures: not ours to fix, but to name
+        print(f"taso-opt: onnxruntime cannot run the input model: {first_line(e)}",
+              file=sys.stderr)
         return 2
     say(f"{args.example or Path(args.input).name}: {graph.summary()}")
     tty = sys.stderr.isatty()
@@ -113,22 +154,33 @@ def main(argv: list[str] | None = None) -> int:
                      if piece < pieces else f"rewriting the joined graph: {expanded} rewrites")
             say(f"\r{where}, best cost {best:.4f}", end="" if tty else "\n")
 
-    report = run_search(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
-                        cost_model=model, partition=not args.no_partition,
-                        unverified=args.unverified, time_limit=args.time_limit,
-                        min_gain=args.min_gain, validate=not args.no_validate,
-                        progress=None if args.quiet else progress)
+    try:
+        report = run_search(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
+                            cost_model=model, partition=not args.no_partition,
+                            unverified=args.unverified, time_limit=args.time_limit,
+                            min_gain=args.min_gain, validate=not args.no_validate,
+                            progress=None if args.quiet else progress)
+    except (OSError, ModelError, ValueError) as e:  # a bad rule file, an unreadable cache
+        print(f"taso-opt: {e}", file=sys.stderr)
+        return 2
     if tty:
         say("")
     try:
         optimized = taso.export_onnx(report.graph)
-        report.max_error = check_equivalence(original, optimized,
-                                             feeds=graph.random_inputs(args.seed))
+        report.max_error = compare_outputs(expected, run_onnx(optimized, feeds))
     except EquivalenceError as e:
         print(f"taso-opt: the optimized model differs from the original: {e}; "
               f"nothing written", file=sys.stderr)
         return 1
-    onnx.save(optimized, args.output)
+    except Exception as e:
+        print(f"taso-opt: onnxruntime cannot run the optimized model: {first_line(e)}; "
+              f"nothing written", file=sys.stderr)
+        return 1
+    try:
+        save_model(optimized, args.output)
+    except ModelError as e:
+        print(f"taso-opt: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(summary_json(report, output=str(args.output)))
     else:

@@ -131,8 +131,10 @@ class RuleSet:
 
     @staticmethod
     def from_json(d: dict) -> RuleSet:
+        if not isinstance(d, dict):
+            raise ValueError(f"it holds a JSON {type(d).__name__}, not an object")
         if d.get("format") != FORMAT:
-            raise ValueError(f"not a taso rule set (format {d.get('format')!r})")
+            raise ValueError(f"its format is {d.get('format')!r}, not {FORMAT!r}")
         if d.get("version", 0) > VERSION:
             raise ValueError(f"rule set version {d['version']} is newer than {VERSION}")
         return RuleSet([Rule.from_json(r) for r in d["rules"]], d.get("name", ""),
@@ -142,10 +144,17 @@ class RuleSet:
 def load(path: str | Path) -> RuleSet:
     """Load a rule set: taso JSON, or TASO's protobuf `.pb` file."""
     path = Path(path)
-    if path.suffix == ".pb":
-        from .taso_pb import read_taso_pb
-        return read_taso_pb(path)
-    return RuleSet.from_json(json.loads(path.read_text()))
+    try:
+        if path.suffix == ".pb":
+            from .taso_pb import read_taso_pb
+            return read_taso_pb(path)
+        return RuleSet.from_json(json.loads(path.read_text()))
+    except OSError as e:
+        raise ValueError(f"cannot read rule set {path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        # Bad JSON, a binary file, a JSON file of something else: name the file.
+        what = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
+        raise ValueError(f"{path} is not a taso rule set: {what}") from None
 
 
 def save(rules: RuleSet, path: str | Path) -> None:

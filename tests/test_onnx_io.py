@@ -537,3 +537,24 @@ def test_wrong_arity_is_a_model_error():
     model.graph.node[0].input.append("x")
     with pytest.raises(taso.ModelError, match=r"has 2 inputs; Relu-\d+ takes 1 to 1"):
         taso.load_onnx(model)
+
+
+def test_save_model_is_atomic_and_names_the_path(tmp_path):
+    from taso.errors import ModelError
+    from taso.onnx_io import save_model
+    g = taso.new_graph()
+    g.mark_output(g.relu(g.new_input((2, 3), name="x")), "y")
+    m = taso.export_onnx(g)
+    path = tmp_path / "m.onnx"
+    save_model(m, path)
+    assert onnx.load(path) == m
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # no temporary left behind
+    with pytest.raises(ModelError, match="nofolder"):
+        save_model(m, tmp_path / "nofolder" / "m.onnx")
+
+
+def test_read_model_names_what_it_accepts():
+    from taso.errors import ModelError
+    from taso.onnx_io import read_model
+    with pytest.raises(ModelError, match="model path, serialized bytes or an onnx.ModelProto"):
+        read_model(123)

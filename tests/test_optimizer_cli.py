@@ -109,3 +109,69 @@ def test_input_and_example_are_exclusive(conv_model, tmp_path):
         main(["-o", str(tmp_path / "o.onnx")])
     with pytest.raises(SystemExit):
         main([str(conv_model), "--example", "squeezenet", "-o", str(tmp_path / "o.onnx")])
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--budget", "0"], "--budget must be at least 1"),
+    (["--alpha", "0.5"], "--alpha must be"),
+    (["--alpha", "nan"], "--alpha must be"),
+    (["--min-gain", "1"], "--min-gain must be"),
+    (["--time-limit", "-1"], "--time-limit must be"),
+    (["--memory-weight", "inf"], "--memory-weight must be"),
+    (["--seed", "-2"], "--seed must be"),
+])
+def test_bad_numbers_are_refused_before_any_work(conv_model, tmp_path, capsys, flags, words):
+    with pytest.raises(SystemExit) as e:
+        main([str(conv_model), "-o", str(tmp_path / "o.onnx"), *flags])
+    assert e.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_the_output_must_not_overwrite_the_input(conv_model, capsys):
+    before = conv_model.read_bytes()
+    with pytest.raises(SystemExit):
+        main([str(conv_model), "-o", str(conv_model), "-q"])
+    assert "is the input model" in capsys.readouterr().err
+    assert conv_model.read_bytes() == before
+
+
+def test_an_output_in_a_missing_folder_is_refused_up_front(conv_model, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main([str(conv_model), "-o", str(tmp_path / "nope" / "o.onnx"), "-q"])
+    assert "no such folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(conv_model), "-o", str(tmp_path), "-q"])
+    assert "is not a file path" in capsys.readouterr().err
+
+
+def test_a_truncated_input_model_is_named(conv_model, tmp_path, capsys):
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(conv_model.read_bytes()[:100])
+    assert main([str(cut), "-o", str(tmp_path / "o.onnx"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "cut.onnx" in err and "Traceback" not in err
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_an_input_onnxruntime_cannot_run_is_refused(tmp_path, capsys):
+    # Valid to the checker, refused by onnxruntime: an op in a domain it does not know.
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    node = helper.make_node("Mystery", ["x"], ["y"], domain="com.example")
+    m = helper.make_model(helper.make_graph([node], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17),
+                                         helper.make_opsetid("com.example", 1)])
+    src = tmp_path / "m.onnx"
+    onnx.save(m, src)
+    rc = main([str(src), "-o", str(tmp_path / "o.onnx"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "taso-opt:" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_a_bad_rule_file_is_one_line_naming_it(conv_model, tmp_path, capsys):
+    bad = tmp_path / "rules.json"
+    bad.write_text("{not json")
+    assert main([str(conv_model), "-o", str(tmp_path / "o.onnx"), "--rules", str(bad),
+                 "-q"]) == 2
+    assert "rules.json" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import ModelError
@@ -163,8 +164,33 @@ def export_onnx(graph: Graph, path: str | os.PathLike | None = None, *,
         raise ModelError(f"export_onnx: opset must be an integer, got {opset!r}")
     model = _export(graph, opset)
     if path is not None:
-        onnx.save(model, os.fspath(path))
+        save_model(model, path)
     return model
+
+
+# protobuf cannot serialize a message past 2 GiB; bigger models keep their weights apart.
+_PROTOBUF_LIMIT = 2**31 - 2**20
+
+
+def save_model(model: onnx.ModelProto, path: str | os.PathLike) -> None:
+    """Write `model` to `path` atomically: a failed or interrupted write leaves
+    whatever was there before. Models past protobuf's 2 GiB limit write their
+    weights to `<name>.data` beside it."""
+    path = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    try:
+        if model.ByteSize() > _PROTOBUF_LIMIT:
+            onnx.save(model, tmp, save_as_external_data=True, location=name + ".data")
+        else:
+            with open(tmp, "wb") as f:
+                f.write(model.SerializeToString())
+        os.replace(tmp, path)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"cannot write {path}: {first_line(e)}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def _export(graph: Graph, opset: int | None) -> onnx.ModelProto:

@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.external_data_helper
+import onnx.inliner
+import onnx.version_converter
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import ModelError
@@ -43,26 +46,31 @@ def load_onnx(src: str | os.PathLike | bytes | onnx.ModelProto,
               input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Load an ONNX model (a path, serialized bytes or a ModelProto) as a Graph.
     Symbolic input dimensions must be bound by `input_shapes`."""
-    model = _read(src)
+    model = read_model(src)
     _bind_inputs(model, input_shapes or {})
     model = _normalize(model)
     return _Loader(model).run()
 
 
-def _read(src: Any) -> onnx.ModelProto:
+def read_model(src: Any) -> onnx.ModelProto:
+    """A copy of the model at `src` (a path, serialized bytes or a ModelProto),
+    external data included; ModelError names what is wrong with it."""
     if isinstance(src, onnx.ModelProto):
         m = onnx.ModelProto()
         m.CopyFrom(src)
         return m
     if isinstance(src, (bytes, bytearray)):
         what, data = "the given bytes", bytes(src)
-    else:
+    elif isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
         if not os.path.isfile(path):
             raise ModelError(f"no such model file: {path}")
         what = path
         with open(path, "rb") as f:
             data = f.read()
+    else:
+        raise ModelError("expected a model path, serialized bytes or an onnx.ModelProto, "
+                         f"got {type(src).__name__}")
     try:
         m = onnx.load_model_from_string(data)
     except Exception as e:  # protobuf raises DecodeError and friends
