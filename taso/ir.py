@@ -253,16 +253,7 @@ class Graph:
         """Seeded standard-normal float inputs (small non-negative ints for int
         inputs), keyed by input name."""
         rng = np.random.default_rng(seed)
-        out = {}
-        for n in self.inputs:
-            shape, dtype = n.shapes[0], n.dtypes[0]
-            if dtype.startswith("float"):
-                out[n.name] = rng.standard_normal(shape).astype(dtype)
-            elif dtype == "bool":
-                out[n.name] = rng.integers(0, 2, shape).astype(bool)
-            else:
-                out[n.name] = rng.integers(0, 2, shape).astype(dtype)
-        return out
+        return {n.name: random_array(n.shapes[0], n.dtypes[0], rng) for n in self.inputs}
 
     # ---- editing ----------------------------------------------------------------
     def pruned(self) -> Graph:
@@ -301,3 +292,17 @@ def new_graph(seed: int = 0) -> Graph:
 
 def iter_ops(g: Graph) -> Iterable[Node]:
     return (n for n in g.topo_order() if n.op not in ("input", "weight"))
+
+
+def random_array(shape: Shape, dtype: str, rng: np.random.Generator,
+                 int_low: int = 0) -> np.ndarray:
+    """The random tensor every check feeds: standard normal floats, random
+    bools, ints in {int_low, int_low + 1} (0 and 1 stay valid indices; a low
+    of 1 keeps a value read as a size from emptying a shape), strings "a"."""
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype == "string":
+        return np.full(shape, "a", dtype=object)
+    return rng.integers(int_low, int_low + 2, shape).astype(dtype)

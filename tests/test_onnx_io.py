@@ -558,3 +558,11 @@ def test_read_model_names_what_it_accepts():
     from taso.onnx_io import read_model
     with pytest.raises(ModelError, match="model path, serialized bytes or an onnx.ModelProto"):
         read_model(123)
+
+
+def test_random_inputs_cover_every_input_dtype():
+    g = taso.new_graph()
+    g.new_input((2,), name="s", dtype="string")
+    g.new_input((2,), name="i", dtype="int64")
+    feeds = g.random_inputs(0)
+    assert feeds["s"].tolist() == ["a", "a"] and set(feeds["i"].tolist()) <= {0, 1}

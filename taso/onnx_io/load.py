@@ -22,7 +22,7 @@ import onnx.version_converter
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import ModelError
-from ..ir import Graph, Node, Tensor
+from ..ir import Graph, Node, Tensor, random_array
 from ..ops import ONNX_IMPORTERS, OPS, ShapeError, get_op
 from ..ops.base import Shape
 from .common import (
@@ -240,16 +240,6 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple[Shape | None, str | 
     return out
 
 
-def _random_feed(shape: Shape, dtype: str, rng: np.random.Generator) -> np.ndarray:
-    if dtype.startswith("float"):
-        return rng.standard_normal(shape).astype(dtype)
-    if dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype == "string":
-        return np.full(shape, "a", dtype=object)
-    return rng.integers(1, 3, shape).astype(dtype)  # no zeros: they often empty a shape
-
-
 def _measure_types(model: onnx.ModelProto, names: list[str],
                    inputs: dict[str, tuple[Shape, str]]) -> dict[str, tuple[Shape, str]]:
     """Shapes and dtypes of `names`, by running the model in onnxruntime on random
@@ -263,7 +253,7 @@ def _measure_types(model: onnx.ModelProto, names: list[str],
         if n not in have:
             m.graph.output.add().name = n
     rng = np.random.default_rng(0)
-    feeds = {k: _random_feed(s, d, rng) for k, (s, d) in inputs.items()}
+    feeds = {k: random_array(s, d, rng, int_low=1) for k, (s, d) in inputs.items()}
     try:
         sess = ort.InferenceSession(m.SerializeToString(), session_options(),
                                     providers=["CPUExecutionProvider"])
