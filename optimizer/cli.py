@@ -89,7 +89,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     out = Path(args.output)
-    if not args.output or out.is_dir():
+    if out.is_dir():  # "" too: it names the working folder
         parser.error(f"--output {args.output!r} is not a file path")
     if not out.absolute().parent.is_dir():
         parser.error(f"--output: no such folder {str(out.absolute().parent)!r}")
@@ -133,11 +133,12 @@ def _optimize(args: argparse.Namespace) -> int:
         graph = taso.load_onnx(original, dict(args.input_shape) or None)
         model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
                                 memory_weight=args.memory_weight)
-        feeds = graph.random_inputs(args.seed)
-        expected = run_onnx(original, feeds)
     except (OSError, ModelError, ValueError) as e:
         print(f"taso-opt: {e}", file=sys.stderr)
         return 2
+    feeds = graph.random_inputs(args.seed)
+    try:  # the reference outputs, before any search time is spent
+        expected = run_onnx(original, feeds)
     except Exception as e:  # onnxruntime's own failures: not ours to fix, but to name
         print(f"taso-opt: onnxruntime cannot run the input model: {first_line(e)}",
               file=sys.stderr)
@@ -165,15 +166,17 @@ def _optimize(args: argparse.Namespace) -> int:
         return 2
     if tty:
         say("")
+    optimized = taso.export_onnx(report.graph)
     try:
-        optimized = taso.export_onnx(report.graph)
-        report.max_error = compare_outputs(expected, run_onnx(optimized, feeds))
-    except EquivalenceError as e:
-        print(f"taso-opt: the optimized model differs from the original: {e}; "
-              f"nothing written", file=sys.stderr)
-        return 1
+        got = run_onnx(optimized, feeds)
     except Exception as e:
         print(f"taso-opt: onnxruntime cannot run the optimized model: {first_line(e)}; "
+              f"nothing written", file=sys.stderr)
+        return 1
+    try:
+        report.max_error = compare_outputs(expected, got)
+    except EquivalenceError as e:
+        print(f"taso-opt: the optimized model differs from the original: {e}; "
               f"nothing written", file=sys.stderr)
         return 1
     try:
