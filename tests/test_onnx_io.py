@@ -465,6 +465,22 @@ def test_export_writes_to_a_path_and_names_bad_arguments(tmp_path):
         taso.export_onnx(g, opset="17")
     with pytest.raises(taso.ModelError, match="takes a taso Graph, got ModelProto"):
         taso.export_onnx(m)
+    for opset in (12, onnx.defs.onnx_opset_version() + 1):
+        with pytest.raises(taso.ModelError, match=rf"opset {opset} is outside what taso writes"):
+            taso.export_onnx(g, opset=opset)
+
+
+def test_duplicate_graph_inputs_are_refused_and_repeated_outputs_kept():
+    relu = [helper.make_node("Relu", ["x"], ["y"])]
+    with pytest.raises(taso.ModelError, match="two graph inputs are named 'x'"):
+        taso.load_onnx(model_of(relu, [vi("x", [2]), vi("x", [2])], [vi("y", [2])]))
+    # ONNX lets a graph list one output twice; onnxruntime returns it twice.
+    for outs, nodes in ((["y", "y"], relu), (["x", "x"], [])):
+        model = model_of(nodes, [vi("x", [2])], [vi(o, [2]) for o in outs])
+        out = taso.export_onnx(taso.load_onnx(model))
+        assert [o.name for o in out.graph.output] == outs
+        feeds = {"x": np.array([-1, 2], np.float32)}
+        assert_same(run(model, feeds), run(out, feeds))
 
 
 # ---- symbolic dimensions -------------------------------------------------------------
@@ -489,6 +505,34 @@ def test_symbolic_dims_are_refused_or_bound():
         taso.load_onnx(model, input_shapes={"x": [3, 5]})
     with pytest.raises(taso.ModelError, match=r"not graph inputs"):
         taso.load_onnx(model, input_shapes={"nope": [1]})
+
+    with pytest.raises(taso.ModelError, match=r"--input-shape x=D0,D1"):
+        taso.load_onnx(model)
+
+
+def _two_batch_inputs() -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 4])
+    return model_of([helper.make_node("Add", ["x", "z"], ["y"])], [x, z],
+                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+
+
+def test_a_named_dim_binds_every_input_that_shares_it():
+    g = taso.load_onnx(_two_batch_inputs(), input_shapes={"x": [3, 4]})
+    assert [t.shapes for t in g.inputs] == [((3, 4),), ((3, 4),)]
+    with pytest.raises(taso.ModelError,
+                       match=r"dimension 'batch' is 3 in input 'x' but 5 in input 'z'"):
+        taso.load_onnx(_two_batch_inputs(), input_shapes={"x": [3, 4], "z": [5, 4]})
+
+
+@pytest.mark.parametrize("shapes", [{"x": "34"}, {"x": 3}, {"x": [3.5, 4]}, {"x": [True, 4]},
+                                    {"x": [-1, 4]}, {"x": None}])
+def test_input_shapes_values_are_checked(shapes):
+    with pytest.raises(taso.ModelError, match=r"input_shapes\['x'\] must be a sequence "
+                                              r"of non-negative ints"):
+        taso.load_onnx(_symbolic_model(), input_shapes=shapes)
+    with pytest.raises(taso.ModelError, match="input_shapes must map input names"):
+        taso.load_onnx(_symbolic_model(), input_shapes=[("x", [3, 4])])
 
 
 # ---- broken models ----------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.defs
 import onnx.version_converter
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
@@ -16,7 +17,15 @@ from ..errors import ModelError
 from ..ir import Graph
 from ..ops import OPS
 from ..ops.base import Shape
-from .common import DEFAULT_OPSET, all_names, elem_type, first_line, make_model, signature
+from .common import (
+    DEFAULT_OPSET,
+    MIN_OPSET,
+    all_names,
+    elem_type,
+    first_line,
+    make_model,
+    signature,
+)
 from .opaque import node_model
 
 
@@ -162,6 +171,10 @@ def export_onnx(graph: Graph, path: str | os.PathLike | None = None, *,
                          "(the opset is a keyword: opset=17)")
     if opset is not None and (isinstance(opset, bool) or not isinstance(opset, int)):
         raise ModelError(f"export_onnx: opset must be an integer, got {opset!r}")
+    newest = onnx.defs.onnx_opset_version()
+    if opset is not None and not MIN_OPSET <= opset <= newest:
+        raise ModelError(f"export_onnx: opset {opset} is outside what taso writes "
+                         f"({MIN_OPSET}..{newest}, the newest this onnx knows)")
     model = _export(graph, opset)
     if path is not None:
         save_model(model, path)
@@ -205,8 +218,11 @@ def _export(graph: Graph, opset: int | None) -> onnx.ModelProto:
             raise ModelError(f"two graph inputs are named {n.name!r}")
         reserved.add(n.name)
         names[(n.id, 0)] = n.name
-    if len(set(g.output_names)) != len(g.output_names):
-        raise ModelError(f"graph output names repeat: {g.output_names}")
+    # A name may be listed twice only for the same value (ONNX allows that).
+    named: dict[str, tuple[int, int]] = {}
+    for ref, name in zip(g.outputs, g.output_names):
+        if named.setdefault(name, ref) != ref:
+            raise ModelError(f"two different graph outputs are named {name!r}")
     reserved |= set(g.output_names) - reserved
     for n in g.nodes.values():
         if n.op == "opaque":
@@ -234,7 +250,7 @@ def _export(graph: Graph, opset: int | None) -> onnx.ModelProto:
             OPS[n.op].onnx(n.a, em, ins, outs, in_shapes)
         for i, o in enumerate(outs):
             names[(n.id, i)] = o
-    for ref, name in zip(g.outputs, g.output_names):
+    for name, ref in named.items():
         if names[ref] != name:
             em.node("Identity", [names[ref]], [name])
     inputs = [helper.make_tensor_value_info(n.name, elem_type(n.dtypes[0]), n.shapes[0])

@@ -88,7 +88,12 @@ def read_model(src: Any) -> onnx.ModelProto:
 
 
 def _bind_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
-    """Give every graph input a static shape, from the model or `input_shapes`."""
+    """Give every graph input a static shape, from the model or `input_shapes`.
+    A named dimension (dim_param) bound through one input binds it in every
+    input that shares the name; two different values for it are refused."""
+    if not isinstance(input_shapes, Mapping):
+        raise ModelError("input_shapes must map input names to shapes, "
+                         f"got {type(input_shapes).__name__}")
     g = model.graph
     inits = {t.name for t in g.initializer}
     inputs = [vi for vi in g.input if vi.name not in inits]
@@ -96,39 +101,69 @@ def _bind_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int
     if unknown:
         raise ModelError(f"input_shapes names {sorted(unknown)}, which are not graph inputs "
                          f"(inputs: {[vi.name for vi in inputs]})")
+    given = {name: _shape_value(name, shape) for name, shape in input_shapes.items()}
+    bound: dict[str, tuple[int, str]] = {}  # dim_param -> (value, the input that bound it)
     for vi in inputs:
-        name = vi.name
-        kind = vi.type.WhichOneof("value")
-        if kind != "tensor_type":
-            raise ModelError(f"input {name!r} is a {kind or 'untyped value'}, not a tensor")
+        _check_tensor_input(vi)
         tt = vi.type.tensor_type
-        if tt.elem_type == TensorProto.UNDEFINED:
-            raise ModelError(f"input {name!r} has no element type")
-        hint = f"pass input_shapes={{{name!r}: [...]}}"
         dims = list(tt.shape.dim) if tt.HasField("shape") else None
-        given = input_shapes.get(name)
-        if given is None:
-            if dims is None:
+        shape = given.get(vi.name)
+        if shape is None or dims is None:
+            continue
+        if len(dims) != len(shape):
+            raise ModelError(f"input {vi.name!r} has rank {len(dims)}, "
+                             f"input_shapes gives {shape}")
+        for k, (d, n) in enumerate(zip(dims, shape)):
+            if d.HasField("dim_value") and d.dim_value != n:
+                raise ModelError(f"input {vi.name!r} dim {k} is {d.dim_value} in the model, "
+                                 f"input_shapes gives {n}")
+            if d.dim_param:
+                old = bound.setdefault(d.dim_param, (n, vi.name))
+                if old[0] != n:
+                    raise ModelError(f"dimension {d.dim_param!r} is {old[0]} in input "
+                                     f"{old[1]!r} but {n} in input {vi.name!r} (input_shapes)")
+    for vi in inputs:
+        name, tt = vi.name, vi.type.tensor_type
+        shape = given.get(name)
+        if shape is None:
+            hint = (f"pass input_shapes={{{name!r}: [...]}} "
+                    f"(taso-opt: --input-shape {name}=D0,D1,...)")
+            if not tt.HasField("shape"):
                 raise ModelError(f"input {name!r} has no shape: {hint}")
-            for k, d in enumerate(dims):
-                if not d.HasField("dim_value"):
+            shape = []
+            for k, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value"):
+                    shape.append(d.dim_value)
+                elif d.dim_param in bound:
+                    shape.append(bound[d.dim_param][0])
+                else:
                     label = repr(d.dim_param) if d.dim_param else "unknown"
                     raise ModelError(f"input {name!r} dim {k} ({label}) is symbolic: {hint}")
-            continue
-        given = [int(d) for d in given]
-        if dims is not None:
-            if len(dims) != len(given):
-                raise ModelError(f"input {name!r} has rank {len(dims)}, "
-                                 f"input_shapes gives {given}")
-            for k, (d, n) in enumerate(zip(dims, given)):
-                if d.HasField("dim_value") and d.dim_value != n:
-                    raise ModelError(f"input {name!r} dim {k} is {d.dim_value} in the model, "
-                                     f"input_shapes gives {n}")
-        if min(given, default=0) < 0:
-            raise ModelError(f"input {name!r}: negative dimension in {given}")
         tt.shape.Clear()
-        for n in given:
+        for n in shape:
             tt.shape.dim.add().dim_value = n
+
+
+def _shape_value(name: str, shape: Any) -> list[int]:
+    """`shape` as a list of non-negative ints, or a ModelError naming the input."""
+    bad = ModelError(f"input_shapes[{name!r}] must be a sequence of non-negative ints, "
+                     f"got {shape!r}")
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (Sequence, np.ndarray)):
+        raise bad
+    out = []
+    for d in shape:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise bad
+        out.append(int(d))
+    return out
+
+
+def _check_tensor_input(vi: onnx.ValueInfoProto) -> None:
+    kind = vi.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise ModelError(f"input {vi.name!r} is a {kind or 'untyped value'}, not a tensor")
+    if vi.type.tensor_type.elem_type == TensorProto.UNDEFINED:
+        raise ModelError(f"input {vi.name!r} has no element type")
 
 
 def _opset_of(model: onnx.ModelProto, domain: str = "") -> int:
@@ -355,7 +390,9 @@ class _Loader:
             raise ModelError(f"sparse initializer {t.values.name!r} is not supported")
         feeds: dict[str, tuple[Shape, str]] = {}
         for vi in graph.input:
-            if vi.name in inits or vi.name in self.tensors:
+            if vi.name in self.tensors:
+                raise ModelError(f"two graph inputs are named {vi.name!r}")
+            if vi.name in inits:
                 continue
             tt = vi.type.tensor_type
             shape = tuple(d.dim_value for d in tt.shape.dim)
