@@ -9,6 +9,9 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
+
+from taso.files import output_path_problem
 
 from .enumerate import RoundStats
 from .family import DEFAULT_OPS, GenConfig
@@ -69,15 +72,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
-    from taso.ops import OPS
-    unknown = [o for o in ops if o not in OPS]
-    if unknown:
-        ap.error(f"unknown operator(s): {', '.join(unknown)}")
-    cfg = GenConfig(max_ops=args.max_ops, ops=ops, seed=args.seed)
+    if args.workers is not None and args.workers < 1:
+        ap.error(f"--workers must be at least 1, got {args.workers}")
+    if args.spill_dir is not None and Path(args.spill_dir).exists() \
+            and not Path(args.spill_dir).is_dir():
+        ap.error(f"--spill-dir {args.spill_dir!r} is not a folder")
+    problem = output_path_problem(args.output)
+    if problem:
+        ap.error(problem)
+    try:
+        cfg = GenConfig(max_ops=args.max_ops, ops=ops, seed=args.seed)
+    except ValueError as e:  # max_ops, ops or seed
+        ap.error(str(e))
+    if args.spill_dir is not None:
+        Path(args.spill_dir).mkdir(parents=True, exist_ok=True)
     progress = None if args.quiet or args.json else Progress(cfg.max_ops)
-    rules, rep = generate(cfg, workers=args.workers, progress=progress,
-                          spill_dir=args.spill_dir)
-    rules.save(args.output)
+    try:
+        rules, rep = generate(cfg, workers=args.workers, progress=progress,
+                              spill_dir=args.spill_dir)
+    except KeyboardInterrupt:
+        print("\ntaso-gen: interrupted; nothing written", file=sys.stderr)
+        return 130
+    try:
+        rules.save(args.output)
+    except OSError as e:
+        print(f"taso-gen: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps({"rules": len(rules), "graphs": rep.graphs,
                           "enumerate_seconds": rep.enumerate_seconds,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taso.ops import OPS, ShapeError
+from taso.ops.base import Op
 
 Shape = tuple[int, ...]
 
@@ -79,6 +80,13 @@ class Instance:
         return a
 
 
+def generatable_ops() -> tuple[str, ...]:
+    """The operators the generator can enumerate: those with fingerprint
+    semantics and attributes to try (split has none: it only undoes a concat)."""
+    return tuple(sorted(n for n, op in OPS.items()
+                        if type(op).fp is not Op.fp and (op.gen_attrs or n == "split")))
+
+
 @dataclass(frozen=True)
 class GenConfig:
     max_ops: int = 3
@@ -86,6 +94,18 @@ class GenConfig:
     family: tuple[Var, ...] = field(default_factory=default_family)
     seed: int = 0
     max_outputs: int = 2  # TASO's rules map at most two outputs
+
+    def __post_init__(self) -> None:
+        if self.max_ops < 1:
+            raise ValueError(f"max_ops must be at least 1, got {self.max_ops}")
+        if not self.ops:
+            raise ValueError("no operators to enumerate")
+        unknown = [o for o in self.ops if o not in generatable_ops()]
+        if unknown:
+            raise ValueError(f"the generator cannot enumerate {', '.join(unknown)}; "
+                             f"it can: {', '.join(generatable_ops())}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
 
     def to_json(self) -> dict[str, Any]:
         return {"max_ops": self.max_ops, "ops": list(self.ops), "seed": self.seed,

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from taso.files import output_path_problem
+
 
 def parse_shape(text: str) -> tuple[str, list[int]]:
     """NAME=DIMS with DIMS like 1x3x224x224 or 1,3,224,224."""
@@ -88,11 +90,10 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(f"--memory-weight must be a finite number >= 0, got {args.memory_weight}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
+    problem = output_path_problem(args.output)
+    if problem:
+        parser.error(problem)
     out = Path(args.output)
-    if out.is_dir():  # "" too: it names the working folder
-        parser.error(f"--output {args.output!r} is not a file path")
-    if not out.absolute().parent.is_dir():
-        parser.error(f"--output: no such folder {str(out.absolute().parent)!r}")
     if args.input and out.exists() and os.path.exists(args.input) \
             and os.path.samefile(args.input, out):
         parser.error("--output is the input model; write the optimized model elsewhere")
@@ -116,6 +117,7 @@ def _optimize(args: argparse.Namespace) -> int:
     from taso.onnx_io.common import first_line
 
     from .check import EquivalenceError, compare_outputs, run_onnx
+    from .cost import CostModelUnavailable
     from .cost.factory import make_cost_model
     from .report import summary_json, summary_text
     from .search import run_search
@@ -133,7 +135,7 @@ def _optimize(args: argparse.Namespace) -> int:
         graph = taso.load_onnx(original, dict(args.input_shape) or None)
         model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
                                 memory_weight=args.memory_weight)
-    except (OSError, ModelError, ValueError) as e:
+    except (OSError, ModelError, ValueError, CostModelUnavailable) as e:
         print(f"taso-opt: {e}", file=sys.stderr)
         return 2
     feeds = graph.random_inputs(args.seed)

@@ -10,6 +10,7 @@ weight-only subgraphs folded into initializers.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections import Counter
@@ -140,14 +141,26 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     `progress(piece, pieces, expanded, best_cost)` is called while searching;
     piece == pieces is the pass over the joined graph (`refine_joined`), with
     `expanded` the rewrites it has applied."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"optimize needs a taso Graph (taso.load_onnx(model) reads one from "
+                        f"ONNX), not {type(graph).__name__}")
     alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
     budget = DEFAULTS["budget"] if budget is None else int(budget)
+    if not (math.isfinite(alpha) and alpha >= 1):
+        raise ValueError(f"alpha must be a finite number >= 1, got {alpha}")
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1, got {budget}")
+    if not (math.isfinite(time_limit) and time_limit >= 0):
+        raise ValueError(f"time_limit must be >= 0 seconds, got {time_limit}")
     model = get_cost_model(cost_model)
     margin = model.min_gain if min_gain is None else float(min_gain)
+    if not 0 <= margin < 1:
+        raise ValueError(f"min_gain must be in [0, 1), got {margin}")
     rule_list = resolve_rules(rules, unverified)
     if not rule_list:
-        log.warning("no rules to search with (the shipped sets have no proved rules; "
-                    "pass rules= or unverified=True)")
+        where = ("the shipped sets" if rules is None
+                 else "the rules given" + ("" if unverified else " (proved ones only)"))
+        log.warning("no rules to search with: %s hold none", where)
     t0 = time.perf_counter()
     g = graph.pruned()
     model.price_within(g)  # its pieces and rewrites are priced as parts of it

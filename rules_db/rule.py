@@ -26,6 +26,8 @@ from typing import Any, Union
 
 import numpy as np
 
+from taso.files import atomic_path
+
 FORMAT = "taso-rules"
 VERSION = 1
 
@@ -126,8 +128,11 @@ class RuleSet:
                 "provenance": self.provenance, "rules": [r.to_json() for r in self.rules]}
 
     def save(self, path: str | Path) -> None:
-        """Write deterministic, human-readable JSON (one rule per block)."""
-        Path(path).write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n")
+        """Write deterministic, human-readable JSON (one rule per block), atomically:
+        a rule set verified in place is never left half written."""
+        text = json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text(text)
 
     @staticmethod
     def from_json(d: dict) -> RuleSet:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from taso.optimizer.cost import CostModel, constant_nodes, get_cost_model
+from taso.optimizer.cost import CostModel, CostModelUnavailable, constant_nodes, get_cost_model
 from taso.optimizer.cost import cupy_backend as gpu
 from taso.optimizer.cost.cache import CostCache
 from taso.optimizer.cost.factory import make_cost_model
@@ -602,8 +602,14 @@ def test_whole_graph_through_lowerings_matches_reference():
 def test_cupy_model_refuses_cleanly_without_gpu():
     if gpu.gpu_available():
         pytest.skip("a GPU is present")
-    with pytest.raises(RuntimeError, match="GPU"):
+    with pytest.raises(CostModelUnavailable, match="GPU"):
         get_cost_model("cupy")
+
+
+def test_unknown_cost_model_lists_the_known_ones():
+    # The lazily imported backends count as known before their first use.
+    with pytest.raises(ValueError, match="known: analytic, cupy, ort"):
+        get_cost_model("bogus")
 
 
 @pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")

@@ -199,6 +199,35 @@ def test_cli_writes_a_rule_set(tmp_path, capsys):
     assert "pruning stage" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("flags, words", [
+    (["--max-ops", "0"], "max_ops must be at least 1"),
+    (["--ops", "bogus,input"], "cannot enumerate bogus, input; it can: add,"),
+    (["--ops", "reshape"], "cannot enumerate reshape"),  # no target shape to choose
+    (["--ops", ","], "no operators"),
+    (["--workers", "0"], "--workers must be at least 1"),
+    (["--seed", "-1"], "seed must be >= 0"),
+])
+def test_cli_refuses_bad_flags_before_any_work(tmp_path, capsys, flags, words):
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as e:
+        main(["--output", str(out), "--quiet", *flags])
+    assert e.value.code == 2 and words in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_refuses_an_output_or_spill_folder_it_cannot_use(tmp_path, capsys):
+    for flags, words in [(["--output", str(tmp_path / "no" / "r.json")], "no such folder"),
+                         (["--output", str(tmp_path)], "is not a file path"),
+                         (["--output", str(tmp_path / "r.json"), "--spill-dir",
+                           str(tmp_path / "r.json")], None)]:
+        if words is None:  # a spill "folder" that is a file
+            (tmp_path / "r.json").write_text("{}")
+            words = "is not a folder"
+        with pytest.raises(SystemExit):
+            main(["--max-ops", "1", "--quiet", *flags])
+        assert words in capsys.readouterr().err
+
+
 def test_instances_of_general_rules_are_dropped():
     from taso.generator.executor import SerialExecutor
     from taso.generator.prune import instances

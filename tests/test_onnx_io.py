@@ -597,6 +597,19 @@ def test_save_model_is_atomic_and_names_the_path(tmp_path):
         save_model(m, tmp_path / "nofolder" / "m.onnx")
 
 
+def test_a_failed_atomic_write_keeps_what_was_there(tmp_path):
+    from taso.files import atomic_path
+    path = tmp_path / "rules.json"
+    path.write_text("old")
+    with pytest.raises(RuntimeError), atomic_path(path) as tmp:
+        open(tmp, "w").write("half")
+        raise RuntimeError("interrupted")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["rules.json"]
+    with atomic_path(path) as tmp:
+        open(tmp, "w").write("new")
+    assert path.read_text() == "new"
+
+
 def test_read_model_names_what_it_accepts():
     from taso.errors import ModelError
     from taso.onnx_io import read_model

@@ -175,3 +175,16 @@ def test_a_bad_rule_file_is_one_line_naming_it(conv_model, tmp_path, capsys):
     assert main([str(conv_model), "-o", str(tmp_path / "o.onnx"), "--rules", str(bad),
                  "-q"]) == 2
     assert "rules.json" in capsys.readouterr().err
+
+
+def test_a_cost_model_that_cannot_run_here_is_one_line(conv_model, tmp_path, capsys):
+    from taso.optimizer.cost.cupy_backend import gpu_available
+    cases = [("bogus", "known: analytic, cupy, ort")]
+    if not gpu_available():
+        cases.append(("cupy", "needs cupy and a CUDA GPU"))
+    for name, words in cases:
+        assert main([str(conv_model), "-o", str(tmp_path / "o.onnx"), "--cost-model", name,
+                     "-q"]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, err
+    assert not (tmp_path / "o.onnx").exists()

@@ -525,6 +525,28 @@ def test_public_api():
     assert callable(taso.set_search_budget) and callable(taso.enable_debug_logging)
 
 
+@pytest.mark.parametrize("args, error, words", [
+    ({"graph": "model.onnx"}, TypeError, "taso.load_onnx"),
+    ({"budget": 0}, ValueError, "budget must be at least 1"),
+    ({"alpha": 0.9}, ValueError, "alpha must be"),
+    ({"alpha": float("nan")}, ValueError, "alpha must be"),
+    ({"time_limit": -1.0}, ValueError, "time_limit must be"),
+    ({"min_gain": 1.0}, ValueError, "min_gain must be"),
+])
+def test_optimize_refuses_bad_arguments_by_name(args, error, words):
+    args = {"graph": _chain([(8, 8), (8, 8), (8, 1)]), "rules": [REASSOC], **args}
+    with pytest.raises(error, match=words):
+        taso.optimize(**args)
+
+
+def test_an_empty_rule_list_warns_and_changes_nothing(caplog):
+    g = _chain([(8, 8), (8, 8), (8, 1)])
+    with caplog.at_level("WARNING", logger="taso"):
+        r = run_search(g, rules=[], fold=False)
+    assert "the rules given" in caplog.text and "shipped" not in caplog.text
+    assert r.rules_applied == {} and r.graph.num_ops() == g.pruned().num_ops()
+
+
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_every_model_builder_optimizes_and_passes_the_check(name):
     g = ALL[name](small=True)

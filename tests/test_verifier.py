@@ -163,6 +163,25 @@ def test_cli_writes_records_and_json(tmp_path, taso_rules, capsys):
     assert "proved" in capsys.readouterr().out
 
 
+def test_cli_names_bad_input_in_one_line(tmp_path, taso_rules, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    for path in (bad, tmp_path / "missing.json"):
+        assert main([str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("taso-verify: ") and path.name in err and "Traceback" not in err
+    src = tmp_path / "mini.json"
+    RuleSet(taso_rules.rules[:1], name="mini").save(src)
+    for flags, words in [(["--timeout", "0"], "--timeout must be"),
+                         (["--workers", "0"], "--workers must be at least 1"),
+                         (["--output", str(tmp_path / "no" / "o.json")], "no such folder"),
+                         (["--output", str(tmp_path)], "is not a file path")]:
+        with pytest.raises(SystemExit):
+            main([str(src), *flags])
+        assert words in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "mini.json"]
+
+
 def test_axiom_report(taso_rules):
     from taso.verifier.report import axiom_report, format_axiom_report
     rules = [taso_rules.rules[i] for i in (0, 22)]

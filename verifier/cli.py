@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 
 import z3
 from taso.rules_db import load
+
+from taso.files import output_path_problem
 
 from .report import axiom_report, format_axiom_report
 from .run import apply_records, verify_rules
@@ -88,15 +91,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--axiom-report", action="store_true",
                     help="also report axioms no proof used and axioms the others imply")
     args = ap.parse_args(argv)
-
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        ap.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.workers < 1:
+        ap.error(f"--workers must be at least 1, got {args.workers}")
     path = Path(args.rules)
-    rs = load(path)
-    start = time.perf_counter()
-    records = verify_rules(rs.rules, args.timeout, args.workers,
-                           on_done=None if args.json else _progress(len(rs.rules)))
-    apply_records(rs.rules, records)
     out = Path(args.output) if args.output else path.with_name(path.stem + ".verified.json")
-    rs.save(out)
+    try:
+        rs = load(path)
+    except ValueError as e:  # unreadable, not a rule set, or a malformed rule
+        print(f"taso-verify: {e}", file=sys.stderr)
+        return 2
+    problem = output_path_problem(out)
+    if problem:
+        ap.error(problem)
+    start = time.perf_counter()
+    try:
+        records = verify_rules(rs.rules, args.timeout, args.workers,
+                               on_done=None if args.json else _progress(len(rs.rules)))
+    except KeyboardInterrupt:
+        print(f"\ntaso-verify: interrupted; {out} not written", file=sys.stderr)
+        return 130
+    apply_records(rs.rules, records)
+    try:
+        rs.save(out)
+    except OSError as e:
+        print(f"taso-verify: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     s = summary(rs.rules, time.perf_counter() - start)
     s["output"] = str(out)
     if args.axiom_report:

@@ -86,6 +86,10 @@ class FunctionCost(CostModel):
 COST_MODELS: dict[str, Callable[..., CostModel]] = {}
 
 # Modules that register a cost model when imported, by name.
+class CostModelUnavailable(RuntimeError):
+    """A cost model this machine cannot run (no GPU, a missing optional package)."""
+
+
 _PROVIDERS = {"analytic": "analytic", "ort": "ort", "cupy": "cupy_backend"}
 
 
@@ -108,12 +112,13 @@ def get_cost_model(spec: str | CostModel | Callable, **options: Any) -> CostMode
         if spec not in COST_MODELS and spec in _PROVIDERS:
             importlib.import_module(f"{__name__}.{_PROVIDERS[spec]}")
         if spec not in COST_MODELS:
-            raise ValueError(f"unknown cost model {spec!r}; known: {sorted(COST_MODELS)}")
+            known = ", ".join(sorted(set(COST_MODELS) | set(_PROVIDERS)))
+            raise ValueError(f"unknown cost model {spec!r}; known: {known}")
         return COST_MODELS[spec](**options)
     if callable(spec):
         return FunctionCost(spec, **options)
     raise TypeError(f"not a cost model: {spec!r}")
 
 
-__all__ = ["COST_MODELS", "CostModel", "FunctionCost", "constant_nodes", "get_cost_model",
-           "register_cost_model"]
+__all__ = ["COST_MODELS", "CostModel", "CostModelUnavailable", "FunctionCost", "constant_nodes",
+           "get_cost_model", "register_cost_model"]

@@ -24,7 +24,7 @@ from taso.ir import Graph
 from taso.ops import get_op
 from taso.ops.conv import out_hw
 
-from . import register_cost_model
+from . import CostModelUnavailable, register_cost_model
 from .cache import CostCache
 from .measured import Link, MeasuredCostModel, const_value, link_source
 
@@ -234,7 +234,7 @@ class CupyCostModel(MeasuredCostModel):
     def __init__(self, warmup: int = 3, repeats: int = 20, use_cudnn: bool = True,
                  cache: CostCache | str | os.PathLike | bool | None = None):
         if not gpu_available():
-            raise RuntimeError("the cupy cost model needs cupy and a CUDA GPU "
+            raise CostModelUnavailable("the cupy cost model needs cupy and a CUDA GPU "
                                "(pip install 'taso[gpu]' on a machine with one)")
         super().__init__(cache)
         self.warmup, self.repeats = warmup, repeats

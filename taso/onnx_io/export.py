@@ -14,6 +14,7 @@ import onnx.version_converter
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import ModelError
+from ..files import atomic_path
 from ..ir import Graph
 from ..ops import OPS
 from ..ops.base import Shape
@@ -190,20 +191,16 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike) -> None:
     whatever was there before. Models past protobuf's 2 GiB limit write their
     weights to `<name>.data` beside it."""
     path = os.fspath(path)
-    folder, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    name = os.path.basename(os.path.abspath(path))
     try:
-        if model.ByteSize() > _PROTOBUF_LIMIT:
-            onnx.save(model, tmp, save_as_external_data=True, location=name + ".data")
-        else:
-            with open(tmp, "wb") as f:
-                f.write(model.SerializeToString())
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            if model.ByteSize() > _PROTOBUF_LIMIT:
+                onnx.save(model, tmp, save_as_external_data=True, location=name + ".data")
+            else:
+                with open(tmp, "wb") as f:
+                    f.write(model.SerializeToString())
     except (OSError, ValueError) as e:
         raise ModelError(f"cannot write {path}: {first_line(e)}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def _export(graph: Graph, opset: int | None) -> onnx.ModelProto:

@@ -103,6 +103,7 @@ class Reshape(Op):
     name = "reshape"
     inputs = ("x",)
     attrs = {"shape": None}
+    gen_attrs = ()  # a target shape is the model's to choose; the generator has none
 
     def shape(self, a, x):
         s = tuple(a["shape"])
