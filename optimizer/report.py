@@ -28,6 +28,10 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
                            f"folding {d['fold_seconds']:.3f})"),
         ("rules", f"{d['num_rules']} loaded"),
     ]
+    m = d.get("costs_measured")
+    if m:
+        rows.append(("costs measured", f"{m['new']} new in {m['seconds']:.1f} s"
+                                       + (f" (cache {m['cache']})" if m["cache"] else "")))
     v = d.get("validated")
     if v:
         rows.append(("measured", f"{v['original_ms']:.3f} ms -> {v['optimized_ms']:.3f} ms, "

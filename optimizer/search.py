@@ -123,6 +123,7 @@ class SearchReport:
         d["core_counters"] = self.extra.get("core")
         d["ops_after"] = self.graph.num_ops()
         d["validated"] = self.extra.get("validated")
+        d["costs_measured"] = self.extra.get("costs_measured")
         return d
 
 
@@ -162,6 +163,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                  else "the rules given" + ("" if unverified else " (proved ones only)"))
         log.warning("no rules to search with: %s hold none", where)
     t0 = time.perf_counter()
+    timed_before = (getattr(model, "measured", 0), getattr(model, "measure_seconds", 0.0))
     g = graph.pruned()
     model.price_within(g)  # its pieces and rewrites are priced as parts of it
     engine = Engine(rule_list, model)
@@ -251,8 +253,19 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         distinct_pieces=len(results),
         num_rules=len(engine.rules), cost_model=model.name,
         extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters),
-               "validated": validated})
+               "validated": validated, "costs_measured": _costs_measured(model, timed_before)})
     return report
+
+
+def _costs_measured(model: CostModel, before: tuple[int, float]) -> dict[str, Any] | None:
+    """What a measured cost model timed during this search (the rest came from
+    its memo or cache); None for a model that measures nothing."""
+    if not hasattr(model, "measured"):
+        return None
+    cache = getattr(model, "cache", None)
+    return {"new": model.measured - before[0],
+            "seconds": round(model.measure_seconds - before[1], 3),
+            "cache": str(cache.path) if cache is not None else None}
 
 
 def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: float,

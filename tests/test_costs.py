@@ -126,6 +126,24 @@ def test_measured_model_times_each_key_once_and_persists(tmp_path):
     assert again.measured == 0 and again.calls == []  # a second run measures nothing
 
 
+def test_the_search_report_says_what_was_measured(tmp_path):
+    from taso.optimizer.report import summary_text
+    from taso.optimizer.search import run_search
+    path = tmp_path / "costs.json"
+    g = merged_matmuls()
+    first = CountingDevice(path)
+    r = run_search(g, budget=5, rules=[], cost_model=first, validate=False)
+    assert r.to_json()["costs_measured"] == {"new": first.measured, "seconds": pytest.approx(
+        first.measure_seconds, abs=1e-3), "cache": str(path)} and first.measured > 0
+    assert f"{first.measured} new in" in summary_text(r)
+    first.save()
+    r = run_search(g, budget=5, rules=[], cost_model=CountingDevice(path), validate=False)
+    assert r.to_json()["costs_measured"]["new"] == 0  # all from the cache
+    plain = run_search(g, budget=5, rules=[], cost_model="analytic")
+    assert plain.to_json()["costs_measured"] is None
+    assert "costs measured" not in summary_text(plain)
+
+
 def conv_block(residual: bool):
     g = taso.new_graph()
     x = g.new_input((1, 4, 8, 8))
