@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -85,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # max_ops, ops or seed
         ap.error(str(e))
     if args.spill_dir is not None:
-        Path(args.spill_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(args.spill_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a parent that is a file, no permission
+            ap.error(f"--spill-dir {args.spill_dir!r}: {e.strerror or e}")
+        if not os.access(args.spill_dir, os.W_OK):
+            ap.error(f"--spill-dir: cannot write in {args.spill_dir!r}")
     progress = None if args.quiet or args.json else Progress(cfg.max_ops)
     try:
         rules, rep = generate(cfg, workers=args.workers, progress=progress,

@@ -100,10 +100,13 @@ class GenConfig:
             raise ValueError(f"max_ops must be at least 1, got {self.max_ops}")
         if not self.ops:
             raise ValueError("no operators to enumerate")
-        unknown = [o for o in self.ops if o not in generatable_ops()]
+        can = generatable_ops()
+        unknown = [o for o in self.ops if o not in can]
         if unknown:
             raise ValueError(f"the generator cannot enumerate {', '.join(unknown)}; "
-                             f"it can: {', '.join(generatable_ops())}")
+                             f"it can: {', '.join(can)}")
+        if "split" in self.ops and "concat" not in self.ops:
+            raise ValueError("split needs concat among the operators (it only undoes one)")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
 

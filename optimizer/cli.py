@@ -78,14 +78,12 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     """Refuse, before any work, what the search or the write would fail on later."""
     if (args.input is None) == (args.example is None):
         parser.error("give either an input model or --example MODEL")
-    if args.budget is not None and args.budget < 1:
-        parser.error(f"--budget must be at least 1, got {args.budget}")
-    if args.alpha is not None and not (math.isfinite(args.alpha) and args.alpha >= 1):
-        parser.error(f"--alpha must be a finite number >= 1, got {args.alpha}")
-    if args.min_gain is not None and not 0 <= args.min_gain < 1:
-        parser.error(f"--min-gain must be in [0, 1), got {args.min_gain}")
-    if not (math.isfinite(args.time_limit) and args.time_limit >= 0):
-        parser.error(f"--time-limit must be >= 0 seconds, got {args.time_limit}")
+    from .search import argument_problem  # the search's own ranges, named as flags
+
+    problem = argument_problem(flags=True, budget=args.budget, alpha=args.alpha,
+                               min_gain=args.min_gain, time_limit=args.time_limit)
+    if problem:
+        parser.error(problem)
     if not (math.isfinite(args.memory_weight) and args.memory_weight >= 0):
         parser.error(f"--memory-weight must be a finite number >= 0, got {args.memory_weight}")
     if args.seed < 0:

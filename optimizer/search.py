@@ -128,6 +128,24 @@ class SearchReport:
 
 
 # ---- the search ------------------------------------------------------------------------
+_RANGES = {"budget": (lambda v: v >= 1, "must be at least 1"),
+           "alpha": (lambda v: math.isfinite(v) and v >= 1, "must be a finite number >= 1"),
+           "time_limit": (lambda v: math.isfinite(v) and v >= 0, "must be >= 0 seconds"),
+           "min_gain": (lambda v: 0 <= v < 1, "must be in [0, 1)")}
+
+
+def argument_problem(flags: bool = False, **values: float | None) -> str | None:
+    """Why one of the search's numeric arguments (budget, alpha, time_limit,
+    min_gain; None: the default) is out of range, or None; named as taso-opt's
+    flags when `flags`."""
+    for name, v in values.items():
+        ok, rule = _RANGES[name]
+        if v is not None and not ok(v):
+            label = "--" + name.replace("_", "-") if flags else name
+            return f"{label} {rule}, got {v}"
+    return None
+
+
 def run_search(graph: Graph, alpha: float | None = None, budget: int | None = None,
                rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
                partition: bool = True, unverified: bool = False, fold: bool = True,
@@ -147,21 +165,16 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                         f"ONNX), not {type(graph).__name__}")
     alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
     budget = DEFAULTS["budget"] if budget is None else int(budget)
-    if not (math.isfinite(alpha) and alpha >= 1):
-        raise ValueError(f"alpha must be a finite number >= 1, got {alpha}")
-    if budget < 1:
-        raise ValueError(f"budget must be at least 1, got {budget}")
-    if not (math.isfinite(time_limit) and time_limit >= 0):
-        raise ValueError(f"time_limit must be >= 0 seconds, got {time_limit}")
+    problem = argument_problem(alpha=alpha, budget=budget, time_limit=time_limit,
+                               min_gain=min_gain)
+    if problem:
+        raise ValueError(problem)
     model = get_cost_model(cost_model)
     margin = model.min_gain if min_gain is None else float(min_gain)
-    if not 0 <= margin < 1:
-        raise ValueError(f"min_gain must be in [0, 1), got {margin}")
     rule_list = resolve_rules(rules, unverified)
     if not rule_list:
-        where = ("the shipped sets" if rules is None
-                 else "the rules given" + ("" if unverified else " (proved ones only)"))
-        log.warning("no rules to search with: %s hold none", where)
+        log.warning("no rules to search with%s; nothing will be rewritten",
+                    _why_no_rules(rules, unverified))
     t0 = time.perf_counter()
     timed_before = (getattr(model, "measured", 0), getattr(model, "measure_seconds", 0.0))
     g = graph.pruned()
@@ -255,6 +268,19 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters),
                "validated": validated, "costs_measured": _costs_measured(model, timed_before)})
     return report
+
+
+def _why_no_rules(rules: Any, unverified: bool) -> str:
+    """What to tell a user whose rules came to nothing."""
+    if rules is None:
+        return " (the shipped sets hold no proved rules: pass rules= or unverified=True)"
+    if isinstance(rules, (str, Path)):
+        rules = [rules]
+    from_files = isinstance(rules, (list, tuple)) and any(isinstance(r, (str, Path))
+                                                          for r in rules)
+    if from_files and not unverified:
+        return " (the files given hold no proved rules; unverified=True takes the others)"
+    return ""
 
 
 def _costs_measured(model: CostModel, before: tuple[int, float]) -> dict[str, Any] | None:

@@ -156,7 +156,7 @@ def load(path: str | Path) -> RuleSet:
         return RuleSet.from_json(json.loads(path.read_text()))
     except OSError as e:
         raise ValueError(f"cannot read rule set {path}: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
         # Bad JSON, a binary file, a JSON file of something else: name the file.
         what = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
         raise ValueError(f"{path} is not a taso rule set: {what}") from None

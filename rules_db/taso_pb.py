@@ -27,6 +27,8 @@ _PAD = {0: "same", 1: "valid"}
 def _varint(b: bytes, i: int) -> tuple[int, int]:
     r = shift = 0
     while True:
+        if i >= len(b):
+            raise ValueError("truncated protobuf (a varint runs past the end)")
         c = b[i]
         i += 1
         r |= (c & 0x7F) << shift
@@ -48,6 +50,8 @@ def _fields(b: bytes) -> list[tuple[int, int | bytes]]:
             out.append((num, v - (1 << 64) if v >= 1 << 63 else v))
         elif wire == 2:
             n, i = _varint(b, i)
+            if i + n > len(b):
+                raise ValueError("truncated protobuf (a field runs past the end)")
             out.append((num, b[i:i + n]))
             i += n
         else:

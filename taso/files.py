@@ -5,6 +5,7 @@ whatever was there before."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,13 +26,31 @@ def output_path_problem(path: str | os.PathLike, flag: str = "--output") -> str 
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
-    """A temporary path beside `path` to write to; moved onto `path` when the
-    block ends normally, removed when it raises."""
-    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    """A fresh temporary path beside `path` to write to; synced and moved onto
+    `path` (through a link, onto what it names) when the block ends normally,
+    removed when it raises. The file gets the mode of the one it replaces, or
+    the usual one for a new file."""
+    target = os.path.realpath(os.fspath(path))
+    folder, name = os.path.split(target)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
     try:
         yield tmp
-        os.replace(tmp, path)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, os.stat(target).st_mode & 0o7777 if os.path.exists(target)
+                 else _new_file_mode())
+        os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _new_file_mode() -> int:
+    """What open() would give a new file under the current umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask

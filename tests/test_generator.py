@@ -204,6 +204,7 @@ def test_cli_writes_a_rule_set(tmp_path, capsys):
     (["--ops", "bogus,input"], "cannot enumerate bogus, input; it can: add,"),
     (["--ops", "reshape"], "cannot enumerate reshape"),  # no target shape to choose
     (["--ops", ","], "no operators"),
+    (["--ops", "split,relu"], "split needs concat"),
     (["--workers", "0"], "--workers must be at least 1"),
     (["--seed", "-1"], "seed must be >= 0"),
 ])

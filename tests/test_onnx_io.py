@@ -472,8 +472,10 @@ def test_export_writes_to_a_path_and_names_bad_arguments(tmp_path):
 
 def test_duplicate_graph_inputs_are_refused_and_repeated_outputs_kept():
     relu = [helper.make_node("Relu", ["x"], ["y"])]
-    with pytest.raises(taso.ModelError, match="two graph inputs are named 'x'"):
-        taso.load_onnx(model_of(relu, [vi("x", [2]), vi("x", [2])], [vi("y", [2])]))
+    # Refused before any shape is read: a symbolic or a rank mismatch would mislead.
+    for second in ([2], ["N"], [2, 2]):
+        with pytest.raises(taso.ModelError, match="two graph inputs are named 'x'"):
+            taso.load_onnx(model_of(relu, [vi("x", [2]), vi("x", second)], [vi("y", [2])]))
     # ONNX lets a graph list one output twice; onnxruntime returns it twice.
     for outs, nodes in ((["y", "y"], relu), (["x", "x"], [])):
         model = model_of(nodes, [vi("x", [2])], [vi(o, [2]) for o in outs])
@@ -526,13 +528,21 @@ def test_a_named_dim_binds_every_input_that_shares_it():
 
 
 @pytest.mark.parametrize("shapes", [{"x": "34"}, {"x": 3}, {"x": [3.5, 4]}, {"x": [True, 4]},
-                                    {"x": [-1, 4]}, {"x": None}])
+                                    {"x": [-1, 4]}, {"x": None}, {"x": np.array(3)},
+                                    {"x": np.array([[3, 4]])}])
 def test_input_shapes_values_are_checked(shapes):
     with pytest.raises(taso.ModelError, match=r"input_shapes\['x'\] must be a sequence "
                                               r"of non-negative ints"):
         taso.load_onnx(_symbolic_model(), input_shapes=shapes)
+
+
+def test_input_shapes_is_a_mapping_of_input_names():
+    assert taso.load_onnx(_symbolic_model(), input_shapes={"x": np.array([3, 4])}
+                          ).inputs[0].shapes == ((3, 4),)
     with pytest.raises(taso.ModelError, match="input_shapes must map input names"):
         taso.load_onnx(_symbolic_model(), input_shapes=[("x", [3, 4])])
+    with pytest.raises(taso.ModelError, match=r"names 'y', 0, which are not graph"):
+        taso.load_onnx(_symbolic_model(), input_shapes={"x": [3, 4], "y": [1], 0: [1]})
 
 
 # ---- broken models ----------------------------------------------------------------------
@@ -605,9 +615,14 @@ def test_a_failed_atomic_write_keeps_what_was_there(tmp_path):
         open(tmp, "w").write("half")
         raise RuntimeError("interrupted")
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["rules.json"]
-    with atomic_path(path) as tmp:
+    path.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    with atomic_path(link) as tmp:  # through the link, keeping the file's mode
         open(tmp, "w").write("new")
-    assert path.read_text() == "new"
+    assert path.read_text() == "new" and link.is_symlink()
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "rules.json"]
 
 
 def test_read_model_names_what_it_accepts():

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 from taso.rules_db import TASO_REFERENCE, RuleSet, instantiate, load
 
 
@@ -21,6 +22,14 @@ def test_taso_reader_decodes_all_rules():
     assert counts == {"concat": 182, "matmul": 144, "ewadd": 140, "ewmul": 134,
                       "conv2d": 106, "relu": 39, "split": 10}
     assert sum(len(r.outputs) == 2 for r in rs) == 13
+
+
+def test_a_truncated_taso_file_is_named_not_a_traceback(tmp_path):
+    data = TASO_REFERENCE.read_bytes()
+    for cut in (1, 7, len(data) // 2, len(data) - 1):
+        (tmp_path / "cut.pb").write_bytes(data[:cut])
+        with pytest.raises(ValueError, match=r"cut\.pb is not a taso rule set"):
+            load(tmp_path / "cut.pb")
 
 
 def test_json_round_trip(tmp_path):

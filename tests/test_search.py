@@ -543,8 +543,20 @@ def test_an_empty_rule_list_warns_and_changes_nothing(caplog):
     g = _chain([(8, 8), (8, 8), (8, 1)])
     with caplog.at_level("WARNING", logger="taso"):
         r = run_search(g, rules=[], fold=False)
-    assert "the rules given" in caplog.text and "shipped" not in caplog.text
+    assert "no rules to search with;" in caplog.text and "shipped" not in caplog.text
     assert r.rules_applied == {} and r.graph.num_ops() == g.pruned().num_ops()
+
+
+def test_a_rule_file_without_proved_rules_says_so(tmp_path, caplog):
+    from taso.rules_db import RuleSet
+    assert REASSOC.status is None  # never verified
+    path = tmp_path / "new.json"
+    RuleSet([REASSOC]).save(path)
+    g = _chain([(8, 8), (8, 8), (8, 1)])
+    with caplog.at_level("WARNING", logger="taso"):
+        run_search(g, rules=path, fold=False)
+    assert "the files given hold no proved rules; unverified=True" in caplog.text
+    assert run_search(g, rules=path, unverified=True, fold=False).num_rules == 1
 
 
 @pytest.mark.parametrize("name", sorted(ALL))

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # unreadable, not a rule set, or a malformed rule
         print(f"taso-verify: {e}", file=sys.stderr)
         return 2
-    problem = output_path_problem(out)
+    problem = output_path_problem(
+        out, "--output" if args.output else "the default output (see --output)")
     if problem:
         ap.error(problem)
     start = time.perf_counter()

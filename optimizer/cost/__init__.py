@@ -83,13 +83,13 @@ class FunctionCost(CostModel):
         return float(self.fn(op, attrs, shapes))
 
 
-COST_MODELS: dict[str, Callable[..., CostModel]] = {}
-
-# Modules that register a cost model when imported, by name.
 class CostModelUnavailable(RuntimeError):
     """A cost model this machine cannot run (no GPU, a missing optional package)."""
 
 
+COST_MODELS: dict[str, Callable[..., CostModel]] = {}
+
+# Modules that register a cost model when imported, by name.
 _PROVIDERS = {"analytic": "analytic", "ort": "ort", "cupy": "cupy_backend"}
 
 

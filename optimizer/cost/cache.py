@@ -17,11 +17,12 @@ import atexit
 import fcntl
 import json
 import os
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from taso.files import atomic_path
 
 FORMAT = "taso-cost-cache"
 VERSION = 1
@@ -91,10 +92,8 @@ class CostCache:
             for (backend, device, k), ms in self._new.items():
                 merged.setdefault(backend, {}).setdefault(device, {})[k] = ms
             doc = {"format": FORMAT, "version": VERSION, "entries": merged}
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".costs.", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
+            with atomic_path(self.path) as tmp, open(tmp, "w") as f:
                 json.dump(doc, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
         self._entries = merged
         self._new.clear()
 

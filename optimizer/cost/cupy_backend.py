@@ -235,7 +235,7 @@ class CupyCostModel(MeasuredCostModel):
                  cache: CostCache | str | os.PathLike | bool | None = None):
         if not gpu_available():
             raise CostModelUnavailable("the cupy cost model needs cupy and a CUDA GPU "
-                               "(pip install 'taso[gpu]' on a machine with one)")
+                                       "(pip install 'taso[gpu]' on a machine with one)")
         super().__init__(cache)
         self.warmup, self.repeats = warmup, repeats
         self.cudnn = cudnn_module() if use_cudnn else None

@@ -189,7 +189,8 @@ _PROTOBUF_LIMIT = 2**31 - 2**20
 def save_model(model: onnx.ModelProto, path: str | os.PathLike) -> None:
     """Write `model` to `path` atomically: a failed or interrupted write leaves
     whatever was there before. Models past protobuf's 2 GiB limit write their
-    weights to `<name>.data` beside it."""
+    weights to `<name>.data` beside it, which is written in place (the model
+    names that file, so it cannot be moved into place after)."""
     path = os.fspath(path)
     name = os.path.basename(os.path.abspath(path))
     try:

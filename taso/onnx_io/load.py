@@ -95,12 +95,17 @@ def _bind_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int
         raise ModelError("input_shapes must map input names to shapes, "
                          f"got {type(input_shapes).__name__}")
     g = model.graph
+    seen: set[str] = set()
+    for vi in g.input:  # before any shape is read: which "x" would a shape bind?
+        if vi.name in seen:
+            raise ModelError(f"two graph inputs are named {vi.name!r}")
+        seen.add(vi.name)
     inits = {t.name for t in g.initializer}
     inputs = [vi for vi in g.input if vi.name not in inits]
     unknown = set(input_shapes) - {vi.name for vi in inputs}
     if unknown:
-        raise ModelError(f"input_shapes names {sorted(unknown)}, which are not graph inputs "
-                         f"(inputs: {[vi.name for vi in inputs]})")
+        raise ModelError(f"input_shapes names {', '.join(sorted(map(repr, unknown)))}, which "
+                         f"are not graph inputs (inputs: {[vi.name for vi in inputs]})")
     given = {name: _shape_value(name, shape) for name, shape in input_shapes.items()}
     bound: dict[str, tuple[int, str]] = {}  # dim_param -> (value, the input that bound it)
     for vi in inputs:
@@ -148,7 +153,8 @@ def _shape_value(name: str, shape: Any) -> list[int]:
     """`shape` as a list of non-negative ints, or a ModelError naming the input."""
     bad = ModelError(f"input_shapes[{name!r}] must be a sequence of non-negative ints, "
                      f"got {shape!r}")
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, (Sequence, np.ndarray)):
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (Sequence, np.ndarray)) \
+            or isinstance(shape, np.ndarray) and shape.ndim != 1:
         raise bad
     out = []
     for d in shape:
@@ -389,9 +395,7 @@ class _Loader:
         for t in graph.sparse_initializer:
             raise ModelError(f"sparse initializer {t.values.name!r} is not supported")
         feeds: dict[str, tuple[Shape, str]] = {}
-        for vi in graph.input:
-            if vi.name in self.tensors:
-                raise ModelError(f"two graph inputs are named {vi.name!r}")
+        for vi in graph.input:  # their names are distinct (_bind_inputs)
             if vi.name in inits:
                 continue
             tt = vi.type.tensor_type
