@@ -140,8 +140,9 @@ def _optimize(args: argparse.Namespace) -> int:
     try:  # the reference outputs, before any search time is spent
         expected = run_onnx(original, feeds)
     except Exception as e:  # onnxruntime's own failures: not ours to fix, but to name
-        print(f"taso-opt: onnxruntime cannot run the input model: {first_line(e)}",
-              file=sys.stderr)
+        # The model may be fine and the random inputs not (a shape fed as data).
+        print(f"taso-opt: onnxruntime cannot run the input model on random inputs "
+              f"(--seed {args.seed}): {first_line(e)}", file=sys.stderr)
         return 2
     say(f"{args.example or Path(args.input).name}: {graph.summary()}")
     tty = sys.stderr.isatty()

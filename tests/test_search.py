@@ -474,6 +474,21 @@ def test_check_equivalence_rejects_a_different_model():
         check_equivalence(g, h)
 
 
+def test_nan_and_inf_agree_where_both_sides_have_them():
+    from taso.optimizer.check import compare_outputs
+    nan, inf = np.float32("nan"), np.float32("inf")
+    a = np.array([1.0, nan, inf, -inf], np.float32)
+    assert compare_outputs([a], [a.copy()]) == 0.0  # what Sqrt of random inputs gives
+    for other in ([1.0, 2.0, inf, -inf], [1.0, nan, -inf, -inf], [1.5, nan, inf, -inf]):
+        with pytest.raises(EquivalenceError, match="at 1 element"):
+            compare_outputs([a], [np.array(other, np.float32)])
+    with pytest.raises(EquivalenceError):  # a NaN the original does not have
+        compare_outputs([np.ones(2, np.float32)], [np.array([1.0, nan], np.float32)])
+    c = np.array([1 + 1j, 2 - 1j], np.complex64)
+    with pytest.raises(EquivalenceError):  # the imaginary part counts
+        compare_outputs([c], [c.real.astype(np.complex64)])
+
+
 def test_partition_cuts_at_narrow_points_and_joins_back():
     g = ALL["resnet50"](small=True)
     cuts = cut_points(g, 8, 24)
