@@ -127,6 +127,44 @@ def test_light_model_round_trips(name):
         sum(n.op_type == "Conv" for n in model.graph.node)
 
 
+def _backend_models() -> list[str]:
+    data = os.path.dirname(LIGHT)
+    return sorted(os.path.join(data, kind, case, "model.onnx")
+                  for kind in ("simple", "pytorch-operator", "pytorch-converted")
+                  for case in os.listdir(os.path.join(data, kind))
+                  if os.path.exists(os.path.join(data, kind, case, "model.onnx")))
+
+
+@pytest.mark.slow
+def test_onnx_backend_models_optimize_or_are_refused_by_name():
+    # onnx's own small test models, as a user might hand them over: each one
+    # onnxruntime runs on random inputs is optimized and checked, or refused with
+    # a ModelError; nothing else may escape.
+    from taso.optimizer.check import EquivalenceError, compare_outputs, run_onnx
+    from taso.optimizer.search import resolve_rules, run_search
+    rules = resolve_rules(None)
+    checked, refused = [], []
+    for path in _backend_models():
+        model = onnx.load(path)
+        try:
+            g = taso.load_onnx(model)
+        except taso.ModelError:
+            refused.append(path)
+            continue
+        feeds = g.random_inputs(0)
+        try:
+            expected = run_onnx(model, feeds)
+        except Exception:
+            continue  # an old opset, a locale, a shape fed as data: not ours to run
+        out = taso.export_onnx(run_search(g, budget=20, rules=rules).graph)
+        try:
+            compare_outputs(expected, run_onnx(out, feeds))
+        except EquivalenceError as e:
+            raise AssertionError(f"{path}: {e}") from None
+        checked.append(path)
+    assert len(checked) > 60 and len(refused) < 10, (len(checked), refused)
+
+
 def test_light_folder_holds_models():
     assert len(LIGHT_MODELS) >= 8 and set(LIGHT_SMALL) <= set(LIGHT_MODELS)
 
