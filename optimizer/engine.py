@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -64,12 +65,14 @@ class Engine:
         self._attr_id: dict[tuple[str, tuple], int] = {}
         self._costs: dict[Any, float] = {}
         self._inferred: dict[tuple, tuple] = {}  # see from_core
+        self._known: tuple | None = None  # see _computed_nodes
         # The core calls back through a weak reference: no cycle keeps either alive.
         me = weakref.ref(self)
         self.core = _search.Core([op_kind(n) for n in self.type_names],
                                  lambda *a: me()._infer(*a), lambda *a: me()._check(*a),
                                  lambda *a: me()._filter(*a),
                                  [OPS[n].commutative for n in self.type_names])
+        self.core.byte_cost = cost_model.weight_byte_cost()
         self.rules: list[Rule] = []
         self._vars: list[list[str]] = []
         # Generated rules share source nodes (same op, operands, attributes and
@@ -85,6 +88,7 @@ class Engine:
         if i is None:
             i = self._shape_id[s] = len(self.shapes)
             self.shapes.append(s)
+            self.core.add_shape_bytes(4.0 * math.prod(s))  # float32
         return i
 
     def attr_id(self, op: str, attrs: tuple) -> int:
@@ -219,9 +223,21 @@ class Engine:
         return True
 
     # ---- graphs -------------------------------------------------------------------
-    def to_core(self, g: Graph):
+    def _computed_nodes(self, g: Graph) -> dict[tuple, tuple[int, tuple]]:
+        """`_node_key` -> (node id, inputs) of g's computed nodes; kept for the
+        last graph asked about, which `refine_joined` asks about per candidate."""
+        if self._known is None or self._known[0] is not g or self._known[1] != len(g.nodes):
+            index = {_node_key((n.op, n.attrs), list(n.inputs)): (n.id, tuple(n.inputs))
+                     for n in g.nodes.values() if n.op not in ("input", "weight", "opaque")}
+            self._known = (g, len(g.nodes), index)
+        return self._known[2]
+
+    def to_core(self, g: Graph, pinned: Iterable[int] = ()):
         """The core's copy of `g`. Sources and opaque nodes carry their node id
-        (+1) as identity, so no two are ever merged."""
+        (+1) as identity, so no two are ever merged. `pinned`: ids of the weights
+        that the rest of the model reads too (`g` is a piece of it); the core
+        counts their bytes whatever `g`'s rewrites do (see `Core.rank`)."""
+        self.core.set_pinned([p + 1 for p in pinned])
         nodes, index = [], {}
         for n in g.topo_order():
             salt = n.id + 1 if op_kind(n.op) in (INPUT, WEIGHT, OPAQUE) else 0
@@ -232,14 +248,21 @@ class Engine:
 
     def from_core(self, cg, original: Graph) -> Graph:
         """A taso Graph for the core graph `cg`, whose sources are `original`'s.
-        Every graph input is kept, in the original order, used or not."""
+        Every graph input is kept, in the original order, used or not. A node
+        that `original` has (the same operator, attributes and inputs) keeps
+        its operands in `original`'s order: the core orders a commutative
+        node's operands its own way, and an add is priced as part of its
+        first operand's fused chain (`fusable_chains`), so a rewrite would
+        otherwise move adds between chains all over the graph."""
         g = Graph()
         by_salt = {n.id + 1: n for n in original.nodes.values()
                    if op_kind(n.op) in (INPUT, WEIGHT, OPAQUE)}
+        index = self._computed_nodes(original)
         copied: dict[int, int] = {}
         for n in original.inputs:
             copied[n.id] = _copy_source(g, n, [])
         ids: list[int] = []
+        was: list[int | None] = []  # per core node: the node of `original` it is
         for _type, a, salt, ins in cg.nodes:
             refs = [(ids[p], i) for p, i in ins]
             if salt:
@@ -247,7 +270,14 @@ class Engine:
                 nid = copied[src.id] if src.id in copied else \
                     _copy_source(g, src, [g.tensor(r) for r in refs])
                 ids.append(nid)
+                was.append(src.id)
                 continue
+            old = [(was[p], i) for p, i in ins]
+            hit = None if any(w is None for w, _ in old) else \
+                index.get(_node_key(self.attrs[a], old))
+            was.append(None if hit is None else hit[0])
+            if hit is not None and list(hit[1]) != old:
+                refs.reverse()  # a commutative pair, read in the original's order
             # Most nodes are the same from one candidate to the next: what
             # add_node infers for an attribute id and input shapes is kept.
             key = (a, tuple((g.nodes[p].shapes[i], g.nodes[p].dtypes[i]) for p, i in refs))
@@ -263,6 +293,15 @@ class Engine:
         for (p, i), name in zip(cg.outputs, original.output_names):
             g.mark_output(g.tensor((ids[p], i)), name)
         return g
+
+
+def _node_key(op_attrs: tuple[str, tuple], inputs: list[tuple[int, int]]) -> tuple:
+    """What identifies a computed node: its operator, attributes and inputs, in
+    either order where its two operands commute."""
+    op = op_attrs[0]
+    ins = tuple(sorted(inputs)) if op in OPS and OPS[op].commutative and len(inputs) == 2 \
+        else tuple(inputs)
+    return op_attrs, ins
 
 
 def symmetries(rule: Rule) -> list[tuple[list[int], dict[str, str]]]:

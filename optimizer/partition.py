@@ -118,10 +118,16 @@ def _make_piece(g: Graph, members: list[Node], outputs: list[tuple[int, int]]) -
 
 
 def join(g: Graph, pieces: list[Piece], optimized: list[Graph]) -> Graph:
-    """The original graph with each piece replaced by its optimized version."""
+    """The original graph with each piece replaced by its optimized version.
+    A node that computes what an earlier node computes (an operator of the
+    library, the same attributes and inputs) is that node: pieces searched
+    alike each build, say, the same concatenation of two shared weights, which
+    the model should hold once (the search core merges common nodes within a
+    piece the same way)."""
     out = Graph()
     tensor: dict[tuple[int, int], tuple[int, int]] = {}
     copied: dict[int, int] = {}  # original source id -> node id in `out`
+    made: dict[tuple, int] = {}  # (op, attrs, inputs) -> node id in `out`
 
     def copy_source(nid: int) -> int:
         if nid not in copied:
@@ -141,9 +147,12 @@ def join(g: Graph, pieces: list[Piece], optimized: list[Graph]) -> Graph:
             if n.op in SOURCES:
                 local[n.id] = copy_source(_original_source(piece, n))
                 continue
-            ins = [out.tensor(_resolve(p, i, local, inputs, pg, tensor)) for p, i in n.inputs]
-            local[n.id] = out.add_node(n.op, ins, name=n.name, data=n.data,
-                                       **dict(n.attrs))[0].node
+            refs = tuple(_resolve(p, i, local, inputs, pg, tensor) for p, i in n.inputs)
+            key = (n.op, n.attrs, refs)
+            if key not in made or n.op == "opaque":  # an unknown operator may not be pure
+                made[key] = out.add_node(n.op, [out.tensor(r) for r in refs], name=n.name,
+                                         data=n.data, **dict(n.attrs))[0].node
+            local[n.id] = made[key]
         for ref, (p, i) in zip(piece.outputs, pg.outputs):
             tensor[ref] = _resolve(p, i, local, inputs, pg, tensor)
     for ref, name in zip(g.outputs, g.output_names):
@@ -151,6 +160,19 @@ def join(g: Graph, pieces: list[Piece], optimized: list[Graph]) -> Graph:
             tensor[ref] = (copy_source(ref[0]), ref[1])
         out.mark_output(out.tensor(tensor[ref]), name)
     return out
+
+
+def shared_weights(pieces: list[Piece]) -> list[tuple[int, ...]]:
+    """Per piece, the ids of its weights that another piece reads too (a
+    recurrent layer's weights, read at every time step): whatever one piece's
+    rewrites do with such a weight, the model keeps it."""
+    readers: dict[int, int] = {}
+    for piece in pieces:
+        for n in piece.graph.weights:
+            orig = _original_source(piece, n)
+            readers[orig] = readers.get(orig, 0) + 1
+    return [tuple(n.id for n in piece.graph.weights
+                  if readers[_original_source(piece, n)] > 1) for piece in pieces]
 
 
 def _original_source(piece: Piece, n: Node) -> int:

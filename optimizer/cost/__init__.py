@@ -42,6 +42,20 @@ class CostModel:
         attributes and input shapes."""
         raise NotImplementedError
 
+    def weight_byte_cost(self) -> float:
+        """Milliseconds that one more byte of constants adds to a run. A run reads
+        every weight once, so a rewrite that concatenates weights which other
+        nodes still read (a recurrent weight merged at some time steps) makes
+        every run stream the copy too, which no node's cost shows. Priced as
+        the cheapest way a model reads a weight: a one-row product by it, per
+        byte (1024 x 1024 floats); 0 for a model that cannot price that."""
+        n = 1024
+        try:
+            ms = float(self.op_cost("matmul", {"activation": "none"}, [(1, n), (n, n)]))
+        except (NotImplementedError, KeyError, TypeError, ValueError):
+            return 0.0
+        return max(ms, 0.0) / (4 * n * n)
+
     def graph_cost(self, graph: Any) -> float:
         """Sum of `op_cost` over the live nodes that compute at run time. Nodes
         computed from weights alone are folded into initializers before the

@@ -175,7 +175,32 @@ std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outp
     }
     g.outputs = std::move(outputs);
     g.hash = gh;
+    if (byte_cost > 0) g.const_bytes = constant_bytes(g);
     return g;
+}
+
+double Core::constant_bytes(const Graph& g) const {
+    std::vector<size_t> first(g.nodes.size() + 1, 0);  // index of a node's first output
+    for (size_t v = 0; v < g.nodes.size(); ++v) first[v + 1] = first[v] + g.nodes[v].out.size();
+    std::vector<char> counted(first.back(), 0);
+    double total = 0;
+    auto read = [&](const Ref& r) {
+        const Node& p = g.nodes[r.node];
+        char& c = counted[first[r.node] + r.idx];
+        if (!p.wonly || c) return;
+        c = 1;
+        const int s = p.out[r.idx];
+        total += s < static_cast<int>(shape_bytes.size()) ? shape_bytes[s] : 0.0;
+    };
+    for (size_t v = 0; v < g.nodes.size(); ++v) {
+        const Node& nd = g.nodes[v];
+        if (kinds[nd.type] == WEIGHT && pinned.count(nd.salt))
+            read({static_cast<int>(v), 0});
+        else if (!nd.wonly)
+            for (const Ref& r : nd.in) read(r);
+    }
+    for (const Ref& o : g.outputs) read(o);
+    return total;
 }
 
 Graph Core::build(std::vector<Node> raw, std::vector<Ref> outputs) {
@@ -777,6 +802,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
     std::unordered_set<uint64_t> seen{g0.hash};
     const int max_ops = static_cast<int>(opt.max_ops_factor * std::max(g0.num_ops, 1));
 
+    const double base = g0.const_bytes;
     SearchResult res;
     res.initial_cost = g0.cost;
     res.best = g0;
@@ -808,14 +834,15 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
                 auto ng = apply(g, ri, m);
                 if (!ng || ng->num_ops > max_ops) continue;
                 if (!h && !seen.insert(ng->hash).second) continue;
-                if (ng->cost < res.best.cost) {
+                const double cost = rank(*ng, base);
+                if (cost < rank(res.best, base)) {
                     res.best = *ng;
                     best_parent = e;
                     best_rule = ri;
                 }
-                if (ng->cost < opt.alpha * res.best.cost) {
+                if (cost < opt.alpha * rank(res.best, base)) {
                     ++n_pushed;
-                    queue.push(Candidate{ng->cost, seq++, e, ri, std::move(m)});
+                    queue.push(Candidate{cost, seq++, e, ri, std::move(m)});
                 }
             }
         }
@@ -828,14 +855,14 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
         if (opt.time_limit > 0 && elapsed() > opt.time_limit) break;
         Candidate c = queue.top();
         queue.pop();
-        if (c.cost >= opt.alpha * res.best.cost) continue;
+        if (c.cost >= opt.alpha * rank(res.best, base)) continue;
         auto g = apply(expanded[c.parent].g, c.rule, c.m);
         if (!g) continue;  // cannot happen: it was built once already
         expanded.push_back({std::move(*g), c.parent, c.rule});
         expand_one(static_cast<int>(expanded.size()) - 1);
         res.expanded++;
         if (opt.progress && opt.progress_every > 0 && res.expanded % opt.progress_every == 0)
-            opt.progress(res.expanded, res.best.cost, queue.size());
+            opt.progress(res.expanded, rank(res.best, base), queue.size());
     }
     res.budget_exhausted = !queue.empty();
     res.generated = static_cast<int>(seen.size());

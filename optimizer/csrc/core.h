@@ -51,6 +51,7 @@ struct Graph {
     double cost = 0;
     uint64_t hash = 0;
     int num_ops = 0;          // run-time operators (not sources, not weight-only)
+    double const_bytes = 0;   // constant data a run reads (Core::constant_bytes)
 };
 
 struct VecHash {
@@ -221,7 +222,23 @@ public:
     };
     std::vector<HashCheck> hash_checks(const Graph& g);
 
+    // Bytes of the constant data one run of g reads: every weight or folded
+    // constant a run-time node or an output reads, once, and the pinned weights.
+    double constant_bytes(const Graph& g) const;
+    // What the search ranks a graph by: its cost, plus `byte_cost` for each byte
+    // of constants it reads beyond `base_bytes` (those of the graph the search
+    // began with). A rewrite that concatenates weights other nodes still read
+    // adds constant data that every run streams; node costs cannot see it.
+    double rank(const Graph& g, double base_bytes) const {
+        return g.cost + byte_cost * (g.const_bytes - base_bytes);
+    }
+
     Oracle oracle;
+    double byte_cost = 0;              // cost of one more byte of constants a run reads
+    std::vector<double> shape_bytes;   // per shape id
+    // Salts of the weights that the rest of the model reads as well (the graph
+    // is one piece of it): they stay in the model whatever this graph does.
+    std::unordered_set<int64_t> pinned;
     std::vector<int> kinds;
     std::vector<char> commutative;
     // Per filter class: the (rule, pnode) the oracle's filter is asked about.

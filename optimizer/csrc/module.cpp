@@ -54,6 +54,7 @@ NB_MODULE(_search, m) {
         .def_ro("cost", &Graph::cost)
         .def_ro("hash", &Graph::hash)
         .def_ro("num_ops", &Graph::num_ops)
+        .def_ro("const_bytes", &Graph::const_bytes)
         .def_prop_ro("nodes", &graph_nodes)
         .def_prop_ro("outputs", [](const Graph& g) { return from_refs(g.outputs); })
         .def_prop_ro("shapes", [](const Graph& g) {
@@ -205,6 +206,17 @@ NB_MODULE(_search, m) {
             nb::arg("graph"), nb::arg("budget") = 1000, nb::arg("alpha") = 1.05,
             nb::arg("max_ops_factor") = 2.0, nb::arg("time_limit") = 0.0,
             nb::arg("progress") = nb::none(), nb::arg("progress_every") = 0)
+        .def_rw("byte_cost", &Core::byte_cost,
+                "cost of one more byte of constants a run reads (0: not counted)")
+        .def(
+            "add_shape_bytes", [](Core& c, double b) { c.shape_bytes.push_back(b); },
+            "the bytes of a tensor of the next shape id")
+        .def(
+            "set_pinned",
+            [](Core& c, const std::vector<int64_t>& salts) {
+                c.pinned = std::unordered_set<int64_t>(salts.begin(), salts.end());
+            },
+            "salts of the weights the rest of the model reads too")
         .def_prop_ro("infer_calls", [](const Core& c) { return c.oracle.infer_calls; })
         .def_prop_ro("check_calls", [](const Core& c) { return c.oracle.check_calls; })
         .def_prop_ro("counters", [](const Core& c) {
