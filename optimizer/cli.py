@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "shipped sets in rules_db/")
     p.add_argument("--unverified", action="store_true",
                    help="use rules the verifier has not proved too")
-    p.add_argument("--cost-model", default="analytic", help="analytic, ort or cupy")
+    p.add_argument("--cost-model", default="ort",
+                   help="ort (default: measured on this CPU in onnxruntime), cupy (a CUDA GPU) "
+                        "or analytic (a roofline, no device: for tests and quick looks)")
     p.add_argument("--cost-cache", default=None, help="measured costs cache file")
     p.add_argument("--memory-weight", type=float, default=0.0,
                    help="ms per MiB of peak memory added to the cost (default 0)")

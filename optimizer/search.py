@@ -31,7 +31,10 @@ from .partition import join, piece_key, shared_weights, split_graph
 
 log = logging.getLogger("taso.optimizer")
 
-DEFAULTS: dict[str, Any] = {"budget": 1000, "alpha": 1.05}
+# The cost model: times measured on this machine's CPU in onnxruntime, where
+# the optimized model will run; "analytic" (a roofline, no device) is for
+# tests and quick looks, and its choices can run slower here.
+DEFAULTS: dict[str, Any] = {"budget": 1000, "alpha": 1.05, "cost_model": "ort"}
 # Pieces of a partitioned graph: at least MIN, at most MAX operators.
 PIECE_MIN_OPS, PIECE_MAX_OPS = 8, 48
 # At most this many searches again after a measured model settles its timings.
@@ -50,6 +53,13 @@ def set_cost_threshold(alpha: float) -> None:
     if alpha < 1.0:
         raise ValueError("alpha must be >= 1")
     DEFAULTS["alpha"] = float(alpha)
+
+
+def set_cost_model(spec: str | CostModel | Callable) -> None:
+    """Default cost model: a name ("ort", "analytic", "cupy"), a CostModel or a
+    function (op, attrs, input_shapes) -> milliseconds."""
+    get_cost_model(spec)  # refuses an unknown name, or a device this machine lacks
+    DEFAULTS["cost_model"] = spec
 
 
 def enable_debug_logging() -> None:
@@ -149,12 +159,14 @@ def argument_problem(flags: bool = False, **values: float | None) -> str | None:
 
 
 def run_search(graph: Graph, alpha: float | None = None, budget: int | None = None,
-               rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
+               rules: Any = None, cost_model: str | CostModel | Callable | None = None,
                partition: bool = True, unverified: bool = False, fold: bool = True,
                time_limit: float = 0.0, min_gain: float | None = None, validate: bool = True,
                progress: Callable[[int, int, int, float], None] | None = None) -> SearchReport:
     """Optimize `graph`; returns the report with the optimized graph.
-    A piece's rewrite is kept when its whole-graph cost falls by more than
+    `cost_model`: a name, a CostModel or a function (op, attrs, shapes) -> ms;
+    None takes the default (`set_cost_model`; at first "ort", measured on this
+    CPU). A piece's rewrite is kept when its whole-graph cost falls by more than
     `min_gain` (a fraction; default: the cost model's own `min_gain`). With a
     model that can time whole graphs (`time_models`) and `validate`, the
     result is kept only if it also measures faster, by more than the model's
@@ -171,7 +183,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                                min_gain=min_gain)
     if problem:
         raise ValueError(problem)
-    model = get_cost_model(cost_model)
+    model = get_cost_model(DEFAULTS["cost_model"] if cost_model is None else cost_model)
     margin = model.min_gain if min_gain is None else float(min_gain)
     rule_list = resolve_rules(rules, unverified)
     if not rule_list:
@@ -405,7 +417,7 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
 
 
 def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None,
-             rules: Any = None, cost_model: str | CostModel | Callable = "analytic",
+             rules: Any = None, cost_model: str | CostModel | Callable | None = None,
              **options: Any) -> Graph:
     """The optimized graph (weight-only subgraphs folded). Options: partition,
     unverified, fold, time_limit, min_gain, validate (see `run_search`)."""

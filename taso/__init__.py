@@ -9,7 +9,8 @@ __all__ = ["OPS", "Graph", "ModelError", "Node", "ShapeError", "Tensor", "export
            "new_graph"]
 
 # The optimizer's public API, loaded on first use (it imports the compiled core).
-_OPTIMIZER_API = ("optimize", "set_search_budget", "set_cost_threshold", "enable_debug_logging")
+_OPTIMIZER_API = ("optimize", "set_search_budget", "set_cost_threshold", "set_cost_model",
+                  "enable_debug_logging")
 __all__ += list(_OPTIMIZER_API)
 
 

@@ -10,10 +10,11 @@ from taso.optimizer import _search
 from taso.optimizer.check import EquivalenceError, check_equivalence
 from taso.optimizer.cost import get_cost_model
 from taso.optimizer.cost.measured import MeasuredCostModel
+from taso.optimizer.cost.memory import weight_bytes
 from taso.optimizer.engine import Engine
 from taso.optimizer.fold import fold_weights
 from taso.optimizer.fusion_rules import fusion_rules
-from taso.optimizer.partition import cut_points, join, split_graph
+from taso.optimizer.partition import cut_points, join, shared_weights, split_graph
 from taso.optimizer.search import (
     resolve_rules,
     run_search,
@@ -67,7 +68,7 @@ def test_two_convs_sharing_an_input_become_one():
     b = g.conv2d(x, g.new_weight((16, 16, 3, 3)), padding="same")
     g.mark_output(a)
     g.mark_output(b)
-    r = run_search(g, budget=20, rules=FUSION)
+    r = run_search(g, budget=20, rules=FUSION, cost_model="analytic")
     assert ops(r.graph)["conv2d"] == 1
     assert r.rules_applied == {"fusion-merge-conv2d": 1}
     assert r.cost_after < r.cost_before
@@ -81,7 +82,7 @@ def test_convs_of_different_kernels_merge_through_enlarge():
     a = g.conv2d(x, g.new_weight((8, 8, 1, 1)), padding="same")
     b = g.conv2d(x, g.new_weight((8, 8, 3, 3)), padding="same")
     g.mark_output(g.concat(1, [a, b]))
-    r = run_search(g, budget=20, rules=FUSION)
+    r = run_search(g, budget=20, rules=FUSION, cost_model="analytic")
     assert ops(r.graph).get("conv2d") == 1
     assert "fusion-merge-conv2d-enlarge" in r.rules_applied
     assert_same(g, r.graph)
@@ -96,7 +97,7 @@ def _chain(shapes):
 
 def test_matmul_chain_is_reassociated_when_cheaper():
     g = _chain([(512, 512), (512, 512), (512, 1)])
-    r = run_search(g, budget=20, rules=[REASSOC])
+    r = run_search(g, budget=20, rules=[REASSOC], cost_model="analytic")
     assert r.rules_applied == {"reassoc": 1}
     assert r.cost_after < r.cost_before
     assert_same(g, r.graph, tol=1e-3)
@@ -104,12 +105,14 @@ def test_matmul_chain_is_reassociated_when_cheaper():
 
 def test_rewrites_below_the_minimum_gain_are_not_kept():
     g = _chain([(512, 512), (512, 512), (512, 1)])
-    r = run_search(g, budget=20, rules=[REASSOC])
+    r = run_search(g, budget=20, rules=[REASSOC], cost_model="analytic")
     gain = 1 - r.cost_after / r.cost_before
     assert gain > 0.1
-    kept = run_search(g, budget=20, rules=[REASSOC], min_gain=gain - 0.05)
+    kept = run_search(g, budget=20, rules=[REASSOC], min_gain=gain - 0.05,
+                      cost_model="analytic")
     assert kept.rules_applied == {"reassoc": 1}
-    refused = run_search(g, budget=20, rules=[REASSOC], min_gain=gain + 0.05)
+    refused = run_search(g, budget=20, rules=[REASSOC], min_gain=gain + 0.05,
+                         cost_model="analytic")
     assert refused.rules_applied == {} and refused.cost_after == pytest.approx(r.cost_before)
 
 
@@ -137,7 +140,7 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
 
 def test_matmul_chain_is_kept_when_reassociation_costs_more():
     g = _chain([(1, 512), (512, 512), (512, 512)])
-    r = run_search(g, budget=20, rules=[REASSOC])
+    r = run_search(g, budget=20, rules=[REASSOC], cost_model="analytic")
     assert r.rules_applied == {}
     assert r.cost_after == pytest.approx(r.cost_before)
 
@@ -354,6 +357,108 @@ def test_products_by_one_weight_merge_across_pieces(monkeypatch):
     assert r.cost_after < r.cost_before
 
 
+def weight_read(op, attrs, shapes):
+    """A product costs a little plus the bytes of its weight; the rest next to nothing."""
+    return 0.01 + 0.001 * 4 * int(np.prod(shapes[1])) if op == "matmul" else 0.001
+
+
+def test_a_rewrite_that_copies_a_weight_others_read_pays_for_its_bytes():
+    # Merging x.w1 and x.w2 saves a product's fixed cost; y.w1 still reads w1,
+    # so the merged weight concat(w1, w2) would be read on top of w1.
+    def products(shared: bool) -> taso.Graph:
+        g = taso.new_graph()
+        x, y = g.new_input((4, 8), name="x"), g.new_input((4, 8), name="y")
+        w1, w2 = g.new_weight((8, 8)), g.new_weight((8, 8))
+        g.mark_output(g.matmul(x, w1))
+        g.mark_output(g.matmul(x, w2))
+        if shared:
+            g.mark_output(g.matmul(y, w1))
+        return g
+
+    rule = [FUSION.by_id("fusion-merge-matmul-rank2")]
+    e = Engine(rule, get_cost_model(weight_read))
+    assert e.core.byte_cost == pytest.approx(weight_read("matmul", {}, [(1, 1024), (1024, 1024)])
+                                             / (4 * 1024 * 1024))
+    alone = run_search(products(shared=False), budget=10, rules=rule, cost_model=weight_read)
+    assert alone.rules_applied == {"fusion-merge-matmul-rank2": 1}  # w1, w2 become one weight
+    copied = run_search(products(shared=True), budget=10, rules=rule, cost_model=weight_read)
+    assert copied.rules_applied == {}
+    cg = e.to_core(products(shared=True))
+    merged = e.core.expand(cg)[0][2]
+    # concat(w1, w2) replaces w2 and copies w1, which y.w1 still reads
+    assert merged.const_bytes - cg.const_bytes == 4 * 8 * 8
+    assert merged.cost < cg.cost  # which node costs alone do not see
+
+
+def test_weights_other_pieces_read_stay_in_the_model(monkeypatch):
+    import taso.optimizer.search as search
+
+    # A recurrent cell whose two gates read one input by two weights shared by
+    # all steps, in pieces of one step: merging a step's pair of products
+    # would copy both weights, as the other pieces still read them.
+    g = taso.new_graph()
+    w1, w2, u = g.new_weight((8, 8)), g.new_weight((8, 8)), g.new_weight((8, 8))
+    h = g.new_input((1, 8), name="h")
+    for i in range(3):
+        x = g.new_input((1, 8), name=f"x{i}")
+        gate = g.sigmoid(g.ewadd(g.matmul(x, w1), g.matmul(h, u)))
+        h = g.tanh(g.ewmul(gate, g.matmul(x, w2)))
+    g.mark_output(h)
+    monkeypatch.setattr(search, "PIECE_MIN_OPS", 7)
+    monkeypatch.setattr(search, "PIECE_MAX_OPS", 7)
+    pieces = split_graph(g, 7, 7)
+    assert len(pieces) == 3
+    shared = {w1.node, w2.node, u.node}
+    for piece, pinned in zip(pieces, shared_weights(pieces)):
+        assert {_original(piece, n) for n in pinned} == shared
+    rule = [FUSION.by_id("fusion-merge-matmul-rank2")]
+    r = run_search(g, budget=20, rules=rule, cost_model=weight_read)
+    assert r.pieces == 3 and r.rules_applied == {}
+    assert weight_bytes(r.graph) == weight_bytes(fold_weights(g))
+
+    # Within a piece the weights have no other reader: pinned or not decides.
+    step = pieces[1].graph
+    e = Engine(rule, get_cost_model(weight_read))
+    for pinned, merges in (((), 1), (shared_weights(pieces)[1], 0)):
+        res = e.core.search(e.to_core(step, pinned), budget=10, alpha=1.05)
+        assert len(res["applied"]) == merges
+
+
+def _original(piece, node_id: int) -> int:
+    from taso.optimizer.partition import _original_source
+    return _original_source(piece, piece.graph.nodes[node_id])
+
+
+def test_joined_pieces_share_what_they_compute_alike():
+    g = taso.new_graph()
+    w1, w2 = g.new_weight((8, 8)), g.new_weight((8, 8))
+    for i in range(2):  # two pieces, each with its own copy of concat(w1, w2)
+        x = g.new_input((1, 8), name=f"x{i}")
+        y = g.matmul(x, g.concat(1, [w1, w2]))
+        g.mark_output(g.relu(g.tanh(g.sigmoid(y))))
+    pieces = split_graph(g, 5, 5)
+    assert len(pieces) == 2
+    out = join(g, pieces, [p.graph for p in pieces])
+    assert ops(out)["concat"] == 1 and ops(g)["concat"] == 2
+    assert_same(g, out)
+
+
+def test_from_core_keeps_the_operand_order_of_nodes_it_left_alone():
+    # No total order puts every pair's first operand first: the core swaps
+    # some, and an add is priced with its first operand's chain.
+    g = taso.new_graph()
+    a, b, c = (g.new_input((1, 8), name=n) for n in "abc")
+    for p, q in ((a, b), (b, c), (c, a)):
+        g.mark_output(g.ewadd(p, q))
+    e = engine([REASSOC])
+    back = e.from_core(e.to_core(g), g)
+
+    def operands(h):
+        return [tuple(h.nodes[p].name for p, _ in n.inputs) for n in h.topo_order()
+                if n.op == "ewadd"]
+    assert sorted(operands(back)) == sorted(operands(g)) == [("a", "b"), ("b", "c"), ("c", "a")]
+
+
 def test_expand_pages_through_the_rewrites():
     g = taso.new_graph()
     w = g.new_weight((8, 8))
@@ -447,7 +552,7 @@ def test_batchnorm_folds_into_the_conv_and_relu_fuses():
     y = g.batchnorm(y, *(g.new_weight((c,), data=r.uniform(0.5, 1.5, c).astype(np.float32))
                          for _ in range(4)))
     g.mark_output(g.relu(y))
-    rep = run_search(g, budget=20, rules=FUSION)
+    rep = run_search(g, budget=20, rules=FUSION, cost_model="analytic")
     assert ops(rep.graph) == {"conv2d_bias": 1}
     assert rep.graph.nodes[rep.graph.outputs[0][0]].a["activation"] == "relu"
     assert check_equivalence(g, rep.graph) < 1e-3
@@ -507,7 +612,7 @@ def test_identical_pieces_are_searched_once():
         for _ in range(6):
             x = g.tanh(x)
     g.mark_output(x)
-    r = run_search(g, budget=10, rules=FUSION)
+    r = run_search(g, budget=10, rules=FUSION, cost_model="analytic")
     assert r.pieces > 2 and r.distinct_pieces <= 2
     assert r.rules_applied == {"fusion-conv2d-relu": 14}
     assert_same(g, r.graph)
@@ -520,6 +625,18 @@ def test_defaults_setters_validate():
         set_cost_threshold(0.5)
     set_search_budget(1000)
     set_cost_threshold(1.05)
+
+
+def test_the_default_cost_model_is_measured_on_this_cpu(monkeypatch):
+    import taso.optimizer.search as search
+
+    assert search.DEFAULTS["cost_model"] == "ort"
+    monkeypatch.setitem(search.DEFAULTS, "cost_model", "ort")  # restored after
+    with pytest.raises(ValueError, match="unknown cost model 'bogus'"):
+        taso.set_cost_model("bogus")
+    taso.set_cost_model("analytic")
+    r = run_search(_chain([(8, 8), (8, 8), (8, 1)]), budget=5, rules=[REASSOC])
+    assert r.cost_model == "analytic"
 
 
 def test_default_rules_are_the_proved_shipped_ones():
@@ -535,7 +652,7 @@ def test_default_rules_are_the_proved_shipped_ones():
 
 def test_public_api():
     g = _chain([(64, 64), (64, 64), (64, 1)])
-    out = taso.optimize(g, budget=10, rules=[REASSOC])
+    out = taso.optimize(g, budget=10, rules=[REASSOC], cost_model="analytic")
     assert_same(g, out, tol=1e-3)
     assert callable(taso.set_search_budget) and callable(taso.enable_debug_logging)
 
@@ -557,7 +674,7 @@ def test_optimize_refuses_bad_arguments_by_name(args, error, words):
 def test_an_empty_rule_list_warns_and_changes_nothing(caplog):
     g = _chain([(8, 8), (8, 8), (8, 1)])
     with caplog.at_level("WARNING", logger="taso"):
-        r = run_search(g, rules=[], fold=False)
+        r = run_search(g, rules=[], fold=False, cost_model="analytic")
     assert "no rules to search with;" in caplog.text and "shipped" not in caplog.text
     assert r.rules_applied == {} and r.graph.num_ops() == g.pruned().num_ops()
 
@@ -569,16 +686,17 @@ def test_a_rule_file_without_proved_rules_says_so(tmp_path, caplog):
     RuleSet([REASSOC]).save(path)
     g = _chain([(8, 8), (8, 8), (8, 1)])
     with caplog.at_level("WARNING", logger="taso"):
-        run_search(g, rules=path, fold=False)
+        run_search(g, rules=path, fold=False, cost_model="analytic")
     assert "the files given hold no proved rules; unverified=True" in caplog.text
-    assert run_search(g, rules=path, unverified=True, fold=False).num_rules == 1
+    assert run_search(g, rules=path, unverified=True, fold=False,
+                      cost_model="analytic").num_rules == 1
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_every_model_builder_optimizes_and_passes_the_check(name):
     g = ALL[name](small=True)
     rules = list(FUSION)
-    r = run_search(g, budget=10, rules=rules)
+    r = run_search(g, budget=10, rules=rules, cost_model="analytic")
     assert r.cost_after <= r.cost_before + 1e-9
     r.max_error = check_equivalence(g, r.graph)
     assert r.max_error < 1e-2
