@@ -22,7 +22,9 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
         ("cost before", f"{d['cost_before']:.4f} ms"),
         ("cost after", f"{d['cost_after']:.4f} ms  ({gain:.2f}x)"),
         ("operators", f"{d['ops_before']} -> {d['ops_after']}"),
-        ("graphs explored", f"{d['explored']} expanded, {d['generated']} distinct"),
+        ("graphs explored", f"{d['explored']} expanded, {d['generated']} distinct"
+                            + (f" ({d['passes']} searches: timings settled)"
+                               if d.get("passes", 1) > 1 else "")),
         ("pieces", f"{d['pieces']} ({d['distinct_pieces']} distinct)"),
         ("search seconds", f"{d['search_seconds']:.3f} (core {d['core_seconds']:.3f}, "
                            f"folding {d['fold_seconds']:.3f})"),

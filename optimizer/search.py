@@ -136,6 +136,7 @@ class SearchReport:
         d["ops_after"] = self.graph.num_ops()
         d["validated"] = self.extra.get("validated")
         d["costs_measured"] = self.extra.get("costs_measured")
+        d["passes"] = self.extra.get("passes", 1)  # searches: 1, more after settled timings
         return d
 
 
@@ -202,9 +203,11 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     # one moved the search runs again on the settled costs (which may time
     # new keys, settled in turn).
     settle = getattr(model, "settle", None)
+    passes = 1
     for _ in range(SETTLE_PASSES):
         if settle is None or not settle():
             break
+        passes += 1
         before = found
         engine = Engine(rule_list, model)
         found = _search_once(g, engine, model, rule_list, margin, budget, alpha, time_limit,
@@ -249,7 +252,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         distinct_pieces=found.distinct_pieces,
         num_rules=len(engine.rules), cost_model=model.name,
         extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters),
-               "validated": validated, "costs_measured": _costs_measured(model, timed_before)})
+               "validated": validated, "costs_measured": _costs_measured(model, timed_before),
+               "passes": passes})
     return report
 
 

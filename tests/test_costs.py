@@ -333,6 +333,7 @@ def test_the_search_runs_again_on_settled_costs():
     settled = run_search(g, budget=5, rules=[], cost_model=BurstDevice(False))
     assert settled.cost_before == pytest.approx(steady.cost_before)
     assert settled.explored == 2 * steady.explored  # two passes: timed, then settled
+    assert settled.to_json()["passes"] == 2 and steady.to_json()["passes"] == 1
 
 
 def test_predictions_follow_the_device_speed_now(tmp_path):
