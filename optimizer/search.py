@@ -27,7 +27,7 @@ from .cost import CostModel, get_cost_model
 from .engine import Engine
 from .fold import fold_weights
 from .fusion_rules import ACROSS_PIECES, FUSED_GAINS
-from .partition import join, piece_key, shared_weights, split_graph
+from .partition import Piece, join, piece_key, shared_weights, split_graph
 
 log = logging.getLogger("taso.optimizer")
 
@@ -195,8 +195,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     g = graph.pruned()
     model.price_within(g)  # its pieces and rewrites are priced as parts of it
     engine = Engine(rule_list, model)
-    found = _search_once(g, engine, model, rule_list, margin, budget, alpha, time_limit,
-                         partition, progress)
+    pieces = split_graph(g, PIECE_MIN_OPS, PIECE_MAX_OPS) if partition else None
+    found = _search_once(g, pieces, engine, model, rule_list, margin, budget, alpha,
+                         time_limit, progress)
     # Small programs timed in a moment of disturbance (another tenant's burst,
     # weights evicted from a shared cache) read 1.5-3x their cost and steer
     # the search; each such timing is taken again, seconds later, and where
@@ -210,8 +211,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         passes += 1
         before = found
         engine = Engine(rule_list, model)
-        found = _search_once(g, engine, model, rule_list, margin, budget, alpha, time_limit,
-                             partition, progress)
+        found = _search_once(g, pieces, engine, model, rule_list, margin, budget, alpha,
+                             time_limit, progress)
         found.explored += before.explored
         found.generated += before.generated
         found.core_seconds += before.core_seconds
@@ -269,12 +270,11 @@ class _Found:
     distinct_pieces: int = 1
 
 
-def _search_once(g: Graph, engine: Engine, model: CostModel, rule_list: list[Rule],
-                 margin: float, budget: int, alpha: float, time_limit: float,
-                 partition: bool, progress: Callable | None) -> _Found:
-    """Search the pieces of `g` (all of it without `partition`), join them and
-    rewrite the joined graph (`refine_joined`)."""
-    pieces = split_graph(g, PIECE_MIN_OPS, PIECE_MAX_OPS) if partition else None
+def _search_once(g: Graph, pieces: list[Piece] | None, engine: Engine, model: CostModel,
+                 rule_list: list[Rule], margin: float, budget: int, alpha: float,
+                 time_limit: float, progress: Callable | None) -> _Found:
+    """Search the `pieces` of `g` (all of it where None), join them and rewrite
+    the joined graph (`refine_joined`)."""
     graphs = [p.graph for p in pieces] if pieces else [g]
     pinned = shared_weights(pieces) if pieces else [()]
     results: dict[tuple, Any] = {}
