@@ -21,11 +21,11 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from taso.rules_db.rule import Rule, _concrete
+from taso.rules_db import pattern
+from taso.rules_db.rule import Rule
 
 from taso.ir import Graph, Node
 from taso.ops import OPS, ShapeError
-from taso.ops.base import freeze
 
 from . import _search
 from .cost import CostModel
@@ -131,15 +131,17 @@ class Engine:
         """Can a node with these attributes and input shapes be source node `p`
         of rule `ri`? Judged on the node alone: what refers to other tensors is
         left to `_check`."""
-        pn = self.rules[ri].src[p]
+        rule = self.rules[ri]
+        pn = rule.src[p]
         shapes = [self.shapes[s] for s in in_shapes]
         for r, s in zip(pn.inputs, shapes):
-            rank = self.rules[ri].vars.get(r, {}).get("rank") if isinstance(r, str) else None
+            rank = pattern.rank_of(rule, r) if isinstance(r, str) else None
             if rank is not None and len(s) != rank:
                 return False
         env = {r: _Shaped(s) for r, s in zip(pn.inputs, shapes)}
         try:
-            return _attrs_match(pn.op, pn.attrs, dict(self.attrs[attr][1]), shapes, env, {})
+            return pattern.bind_attrs(pn.op, pn.attrs, dict(self.attrs[attr][1]), shapes, env,
+                                      {})
         except KeyError:
             return True
         except (ShapeError, ValueError, TypeError, IndexError):
@@ -150,17 +152,12 @@ class Engine:
         rule, names = self.rules[ri], self._vars[ri]
         env: dict[Any, _Shaped] = {}
         for v, s, w in zip(names, var_shapes, var_wonly):
-            c = rule.vars.get(v, {})
             shape = self.shapes[s]
-            if c.get("weight") and not w:
-                return None
-            if c.get("rank") is not None and len(shape) != c["rank"]:
+            if not pattern.var_fits(rule, v, shape, bool(w)):
                 return None
             env[v] = _Shaped(shape)
-        for v, a, u, b in rule.same_dims():
-            sv, su = env[v].shape, env[u].shape
-            if a >= len(sv) or b >= len(su) or sv[a] != su[b]:
-                return None
+        if not pattern.same_dims_hold(rule, {v: env[v].shape for v in names}):
+            return None
         for i, o in enumerate(outs):
             for k, s in enumerate(o):
                 env[(i, k)] = _Shaped(self.shapes[s])
@@ -168,17 +165,15 @@ class Engine:
         try:
             for i, pn in enumerate(rule.src):
                 actual = dict(self.attrs[attr_ids[i]][1])
-                if not _attrs_match(pn.op, pn.attrs, actual,
-                                    [env[r].shape for r in pn.inputs], env, binds):
+                if not pattern.bind_attrs(pn.op, pn.attrs, actual,
+                                          [env[r].shape for r in pn.inputs], env, binds):
                     return None
             denv: dict[Any, _Shaped] = {v: env[v] for v in names}
             ids = []
             for j, pn in enumerate(rule.dst):
                 op = OPS[pn.op]
                 in_shapes = [denv[r].shape for r in pn.inputs]
-                a = dict(op.make_attrs(**{k: _concrete(v, denv, binds)
-                                          for k, v in pn.attrs.items()}))
-                a = op.resolve(a, in_shapes)
+                a = pattern.target_attrs(pn, in_shapes, denv, binds)
                 for k, s in enumerate(op.out_shapes(a, in_shapes)):
                     denv[(j, k)] = _Shaped(s)
                 ids.append(self.attr_id(pn.op, op.make_attrs(**a)))
@@ -192,13 +187,10 @@ class Engine:
         return ids
 
     # ---- rules ------------------------------------------------------------------
-    def add_rule(self, rule: Rule) -> bool:
-        """Compile a rule into the core; False (and a debug line) if it uses an
-        operator this build does not have."""
-        unknown = {n.op for n in rule.src + rule.dst} - set(OPS)
-        if unknown:
-            log.debug("rule %s skipped: unknown operator(s) %s", rule.id, sorted(unknown))
-            return False
+    def add_rule(self, rule: Rule) -> None:
+        """Compile a rule into the core; a malformed rule is a RuleError (never
+        the core's to find out)."""
+        rule = pattern.checked(rule)
         names = rule.variables()
         vidx = {v: i for i, v in enumerate(names)}
 
@@ -220,7 +212,6 @@ class Engine:
                            [(ref(s), ref(d)) for s, d in rule.outputs], syms, filters)
         self.rules.append(rule)
         self._vars.append(names)
-        return True
 
     # ---- graphs -------------------------------------------------------------------
     def _computed_nodes(self, g: Graph) -> dict[tuple, tuple[int, tuple]]:
@@ -366,60 +357,3 @@ def _has_dims(v: Any) -> bool:
 
 def _copy_source(g: Graph, n: Node, inputs) -> int:
     return g.add_node(n.op, inputs, name=n.name, data=n.data, **dict(n.attrs))[0].node
-
-
-def _attrs_match(op_name: str, pattern: dict, actual: dict, in_shapes, env, binds) -> bool:
-    """Does a node's attribute dict satisfy a source pattern's? Unspecified
-    attributes must have their default (required ones match anything); "?x"
-    binds or must equal its binding; the rest are compared after the operator
-    resolves symbolic values (e.g. "same" pads) for these input shapes."""
-    op = OPS[op_name]
-    full, literal = _pattern(op_name, pattern)
-    for k, v in literal:  # the cheap rejections first
-        a = actual.get(k)
-        if not isinstance(a, str) and freeze(a) != v:
-            return False
-    if len(literal) == len(full) and not any(isinstance(actual.get(k), str) for k in full):
-        return True
-    for k, pv in full.items():
-        if not _bind(pv, actual.get(k), binds):
-            return False
-    concrete = {k: _concrete(v, env, binds) for k, v in full.items()}
-    want = op.resolve({**actual, **concrete}, in_shapes)
-    have = op.resolve(dict(actual), in_shapes)
-    return all(freeze(want[k]) == freeze(have[k]) for k in full)
-
-
-_PATTERNS: dict[tuple, tuple[dict, tuple]] = {}
-
-
-def _pattern(op_name: str, pattern: dict) -> tuple[dict, tuple]:
-    """A source pattern's attributes with defaults filled in, and those of them
-    that are plain values (no variable, shape reference or string), compared
-    as they are."""
-    key = (op_name, repr(pattern))
-    if key not in _PATTERNS:
-        op = OPS[op_name]
-        full = {k: pattern[k] if k in pattern else d for k, d in op.attrs.items()
-                if k in pattern or d is not None}
-        literal = tuple((k, freeze(v)) for k, v in full.items() if _plain(v))
-        _PATTERNS[key] = (full, literal)
-    return _PATTERNS[key]
-
-
-def _plain(v: Any) -> bool:
-    if isinstance(v, (list, tuple)):
-        return all(_plain(u) for u in v)
-    return not isinstance(v, (str, dict))
-
-
-def _bind(pv: Any, av: Any, binds: dict) -> bool:
-    if isinstance(pv, str) and pv.startswith("?"):
-        name, av = pv[1:], freeze(av)
-        if name in binds:
-            return binds[name] == av
-        binds[name] = av
-        return True
-    if isinstance(pv, tuple) and isinstance(av, tuple) and len(pv) == len(av):
-        return all(_bind(p, a, binds) for p, a in zip(pv, av))
-    return True

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taso.rules_db import Rule, RuleSet, default_rule_files, load
+from taso.rules_db import Rule, RuleSet, checked, default_rule_files, load
+from taso.verifier.record import is_current
 
 from taso.ir import Graph
 
@@ -89,24 +90,41 @@ configure_logging()
 # ---- rules -------------------------------------------------------------------------
 def resolve_rules(rules: Any = None, unverified: bool = False) -> list[Rule]:
     """The rules to search with. None: the shipped default sets (DEFAULT_SETS);
-    a path or a list of paths: those files; a RuleSet or Rules: as given. Rules
-    read from files count only when proved, unless `unverified`."""
+    a path or a list of paths: those files; a RuleSet, Rules, or a mix. Every
+    rule is checked (a malformed one is a ValueError naming it). However they
+    are given, only rules proved from today's axioms count, unless
+    `unverified`: a rule whose proof record was made from other axioms (a
+    stale record) is proved again here, and kept if it still is."""
     if rules is None:
         rules = default_rule_files()
-    if isinstance(rules, (str, Path)):
+    if isinstance(rules, (str, Path, Rule, RuleSet)):
         rules = [rules]
-    if isinstance(rules, RuleSet):
-        return list(rules)
-    out: list[Rule] = []
+    given: list[Rule] = []
     for item in rules:
         if isinstance(item, Rule):
-            out.append(item)
+            given.append(checked(item))
         elif isinstance(item, RuleSet):
-            out.extend(item)
+            given.extend(checked(r) for r in item)
+        elif isinstance(item, (str, Path)):
+            given.extend(load(item))  # checked as it is read
         else:
-            rs = load(item)
-            out.extend(rs if unverified else rs.proved())
-    return out
+            raise TypeError(f"rules: expected paths, RuleSets or Rules, got "
+                            f"{type(item).__name__}")
+    if unverified:
+        return given
+    stale = [r for r in given if r.status == "proved" and not is_current(r.verification)]
+    reproved = _prove_again(stale)
+    return [r for r in given if is_current(r.verification) or id(r) in reproved]
+
+
+def _prove_again(rules: list[Rule]) -> set[int]:
+    """Ids (id()) of the rules whose stale proof records hold again today."""
+    if not rules:
+        return set()
+    from taso.verifier.prove import prove
+    log.warning("%d rule(s) carry proofs made from other axioms; proving them again "
+                "(taso-verify --output writes the new records)", len(rules))
+    return {id(r) for r in rules if prove(r, timeout=10.0)["proved"]}
 
 
 # ---- the report ----------------------------------------------------------------------
@@ -336,12 +354,11 @@ def _why_no_rules(rules: Any, unverified: bool) -> str:
     """What to tell a user whose rules came to nothing."""
     if rules is None:
         return " (the shipped sets hold no proved rules: pass rules= or unverified=True)"
-    if isinstance(rules, (str, Path)):
-        rules = [rules]
-    from_files = isinstance(rules, (list, tuple)) and any(isinstance(r, (str, Path))
-                                                          for r in rules)
-    if from_files and not unverified:
-        return " (the files given hold no proved rules; unverified=True takes the others)"
+    if isinstance(rules, (list, tuple)) and not rules:
+        return ""
+    if not unverified:
+        return " (the rules given hold no proof from today's axioms; taso-verify proves " \
+            "them, unverified=True takes them as they are)"
     return ""
 
 

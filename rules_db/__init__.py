@@ -1,10 +1,13 @@
-"""Rule sets: the schema (load, save, query), TASO's `.pb` reader, and the
-shipped, verified rule sets (the JSON files beside this module)."""
+"""Rule sets: the data (rule.py), what a pattern means (pattern.py), reading and
+writing (files.py, TASO's `.pb` in taso_pb.py), and the shipped, verified rule
+sets (the JSON files beside this module)."""
 
 from pathlib import Path
 
 from .coverage import coverage
-from .rule import PNode, Rule, RuleSet, instantiate, load, save
+from .files import load, save
+from .pattern import RuleError, checked, instantiate, parse_rule
+from .rule import PNode, Rule, RuleSet
 from .taso_pb import read_taso_pb
 
 SHIPPED = Path(__file__).parent
@@ -14,8 +17,9 @@ DEFAULT_SETS = ("taso.json", "fusion.json", "generated.json")
 # TASO's published rule file, kept as data (see reference/README.md).
 TASO_REFERENCE = SHIPPED / "reference" / "graph_subst.pb"
 
-__all__ = ["DEFAULT_SETS", "SHIPPED", "TASO_REFERENCE", "PNode", "Rule", "RuleSet", "coverage",
-           "default_rule_files", "instantiate", "load", "read_taso_pb", "save"]
+__all__ = ["DEFAULT_SETS", "SHIPPED", "TASO_REFERENCE", "PNode", "Rule", "RuleError", "RuleSet",
+           "checked", "coverage", "default_rule_files", "instantiate", "load", "parse_rule",
+           "read_taso_pb", "save"]
 
 
 def default_rule_files() -> list[Path]:

@@ -16,6 +16,7 @@ from typing import Any
 from taso.ops import OPS, ShapeError
 
 from .canonical import _norm_attrs, canonical_key
+from .pattern import checked, same_dims_hold, var_fits
 from .rule import PNode, Rule, RuleSet
 
 # A host graph: nodes (id, op, attrs, inputs) in topological order, and its outputs.
@@ -67,10 +68,12 @@ def coverage_report(candidate: RuleSet | Iterable[Rule], reference: RuleSet | It
 class _Host:
     """One side of a rule as a graph whose leaves are the rule's variables."""
 
-    def __init__(self, nodes: list[HNode], outputs: list[Any], var_shapes: dict[str, tuple]):
+    def __init__(self, nodes: list[HNode], outputs: list[Any], var_shapes: dict[str, tuple],
+                 weights: frozenset[str] = frozenset()):
         self.nodes = nodes
         self.outputs = outputs
         self.var_shapes = var_shapes
+        self.weights = weights  # host variables that are weights
         self.shapes = _shapes(nodes, var_shapes)
 
     def key(self) -> tuple:
@@ -91,7 +94,8 @@ class _Host:
         return tuple(sorted(h.values())), tuple(ref(r) for r in self.outputs)
 
 
-def _host(nodes: list[PNode], outputs: list[Any], var_shapes: dict[str, tuple]) -> _Host:
+def _host(nodes: list[PNode], outputs: list[Any], var_shapes: dict[str, tuple],
+          weights: frozenset[str] = frozenset()) -> _Host:
     def ref(r):
         return r if isinstance(r, str) else (int(r[0]), int(r[1]))
 
@@ -102,7 +106,7 @@ def _host(nodes: list[PNode], outputs: list[Any], var_shapes: dict[str, tuple]) 
 
     hn = [(i, n.op, tuple((k, attr(v)) for k, v in _norm_attrs(n.op, n.attrs)),
            tuple(ref(r) for r in n.inputs)) for i, n in enumerate(nodes)]
-    return _Host(hn, [ref(r) for r in outputs], var_shapes)
+    return _Host(hn, [ref(r) for r in outputs], var_shapes, weights)
 
 
 def _resolve(v: Any, shapes: dict[Any, tuple]) -> Any:
@@ -147,13 +151,12 @@ class _Pattern:
     """One direction of a candidate rule, ready to match."""
 
     def __init__(self, rule: Rule, reverse: bool):
-        self.rule = rule
+        self.rule = rule = checked(rule)
         src, dst = (rule.dst, rule.src) if reverse else (rule.src, rule.dst)
         outs = [(d, s) for s, d in rule.outputs] if reverse else list(rule.outputs)
         self.lhs = _host(src, [s for s, _ in outs], {}).nodes
         self.rhs = _host(dst, [d for _, d in outs], {}).nodes
         self.outs = [(_r(s), _r(d)) for s, d in outs]
-        self.ranks = {v: c.get("rank") for v, c in rule.vars.items()}
         self.ops = sorted(n[1] for n in self.lhs)
 
 
@@ -168,11 +171,13 @@ class _Rewriter:
 
     def connect(self, ref: Rule, depth: int) -> list[str] | None:
         """Candidate rule ids whose applications turn ref's source into its target."""
+        ref = checked(ref)
         shapes = _var_shapes(ref)
         if shapes is None:
             return None
-        src = _host(ref.src, [s for s, _ in ref.outputs], shapes)
-        dst = _host(ref.dst, [d for _, d in ref.outputs], shapes)
+        weights = frozenset(v for v, c in ref.vars.items() if c.get("weight"))
+        src = _host(ref.src, [s for s, _ in ref.outputs], shapes, weights)
+        dst = _host(ref.dst, [d for _, d in ref.outputs], shapes, weights)
         goal = dst.key()
         fwd: dict[tuple, tuple[_Host, list[str]]] = {src.key(): (src, [])}
         bwd: dict[tuple, tuple[_Host, list[str]]] = {goal: (dst, [])}
@@ -197,6 +202,9 @@ class _Rewriter:
             return []
         out = []
         for binding, nodemap in _matches(p, h):
+            shapes = {v: h.shapes[r] for v, r in binding.items() if not v.startswith("?")}
+            if not same_dims_hold(p.rule, shapes):
+                continue
             g = _rewrite(p, h, binding, nodemap)
             if g is not None and g.shapes is not None:
                 out.append(g)
@@ -252,8 +260,11 @@ def _matches(p: _Pattern, h: _Host):
 
 
 def _rank_ok(p: _Pattern, var: str, hr: Any, h: _Host) -> bool:
-    rank = p.ranks.get(var)
-    return rank is None or h.shapes is None or len(h.shapes[hr]) == rank
+    """A variable's own constraints, as the optimizer reads them (a host tensor
+    counts as a weight where the reference rule declares it one)."""
+    if h.shapes is None:
+        return True
+    return var_fits(p.rule, var, h.shapes[hr], isinstance(hr, str) and hr in h.weights)
 
 
 def _map(r: Any, binding: dict, nodemap: dict) -> Any:
@@ -309,7 +320,7 @@ def _rewrite(p: _Pattern, h: _Host, binding: dict, nodemap: dict) -> _Host | Non
     if nodes is None:
         return None
     nodes, outputs = nodes
-    return _Host(nodes, outputs, h.var_shapes)
+    return _Host(nodes, outputs, h.var_shapes, h.weights)
 
 
 def _normalize(nodes: list[HNode], outputs: list[Any]):

@@ -5,16 +5,9 @@ list of nodes; a node's inputs are references: a variable name ("x1") or an
 earlier node of the same side ([node index, output index]). `outputs` maps
 source tensors to the target tensors that replace them.
 
-Attribute values in patterns are either concrete, or symbolic:
-  "?name"                  an attribute variable, bound where the source matches
-                           and reused on the target side;
-  {"dim": [ref, axis]}     the size of a tensor's dimension on the same side
-                           (ref as in inputs), e.g. split sizes after a concat;
-  "same" / "valid"         padding modes, resolved by the operator (conv, pool).
-Variables carry constraints: "rank" (int or null), "weight" (true: must be
-weight-only, i.e. computable before the model runs) and "same_dim" (a list of
-[axis, other variable, other axis]: those two sizes are equal), e.g. that two
-kernels merged into one grouped conv have as many output channels each.
+What a pattern means (validation, axes, constraints, attribute resolution,
+instantiation) is defined in `pattern.py`; this module is the data and its
+JSON form, read as it is (`pattern.parse_rule` checks untrusted input).
 """
 
 from __future__ import annotations
@@ -91,6 +84,7 @@ class Rule:
 
     @staticmethod
     def from_json(d: dict) -> Rule:
+        """Trusted input only; `pattern.parse_rule` checks a file's content."""
         return Rule(d["id"], [PNode.from_json(n) for n in d["src"]],
                     [PNode.from_json(n) for n in d["dst"]],
                     [(_ref(s), _ref(t)) for s, t in d["outputs"]],
@@ -136,72 +130,9 @@ class RuleSet:
 
     @staticmethod
     def from_json(d: dict) -> RuleSet:
-        if not isinstance(d, dict):
-            raise ValueError(f"it holds a JSON {type(d).__name__}, not an object")
-        if d.get("format") != FORMAT:
-            raise ValueError(f"its format is {d.get('format')!r}, not {FORMAT!r}")
-        if d.get("version", 0) > VERSION:
-            raise ValueError(f"rule set version {d['version']} is newer than {VERSION}")
+        """Trusted input only; `pattern.parse_ruleset` checks a file's content."""
         return RuleSet([Rule.from_json(r) for r in d["rules"]], d.get("name", ""),
                        d.get("provenance", {}))
-
-
-def load(path: str | Path) -> RuleSet:
-    """Load a rule set: taso JSON, or TASO's protobuf `.pb` file."""
-    path = Path(path)
-    try:
-        if path.suffix == ".pb":
-            from .taso_pb import read_taso_pb
-            return read_taso_pb(path)
-        return RuleSet.from_json(json.loads(path.read_text()))
-    except OSError as e:
-        raise ValueError(f"cannot read rule set {path}: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-        # Bad JSON, a binary file, a JSON file of something else: name the file.
-        what = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
-        raise ValueError(f"{path} is not a taso rule set: {what}") from None
-
-
-def save(rules: RuleSet, path: str | Path) -> None:
-    rules.save(path)
-
-
-# ---- instantiation ----------------------------------------------------------------
-def instantiate(rule: Rule, side: str, shapes: dict[str, tuple[int, ...]],
-                attr_values: dict[str, Any] | None = None, graph=None, sources=None):
-    """Build one side of `rule` as a concrete `taso.Graph` over variables of the
-    given shapes. Variables become graph inputs named after them (or the tensors
-    in `sources`, for grafting into an existing `graph`). Attribute variables take
-    `attr_values`. Returns (graph, {ref: Tensor}) with the mapped outputs marked in
-    order."""
-    from taso.ir import Graph
-
-    g = graph if graph is not None else Graph()
-    env: dict[Any, Any] = dict(sources or {})
-    for v in rule.variables():
-        if v not in env:
-            env[v] = g.new_input(shapes[v], name=v)
-    nodes = rule.src if side == "src" else rule.dst
-    for i, n in enumerate(nodes):
-        ins = [env[r] for r in n.inputs]
-        attrs = {k: _concrete(v, env, attr_values or {}) for k, v in n.attrs.items()}
-        outs = g.add_node(n.op, ins, **attrs)
-        for k, t in enumerate(outs):
-            env[(i, k)] = t
-    for s, d in rule.outputs:
-        g.mark_output(env[s if side == "src" else d])
-    return g, env
-
-
-def _concrete(v: Any, env: dict, attr_values: dict) -> Any:
-    if isinstance(v, str) and v.startswith("?"):
-        return attr_values[v[1:]]
-    if isinstance(v, dict) and "dim" in v:
-        ref, axis = v["dim"]
-        return env[_ref(ref)].shape[axis]
-    if isinstance(v, (list, tuple)):
-        return tuple(_concrete(u, env, attr_values) for u in v)
-    return v
 
 
 # ---- JSON helpers ------------------------------------------------------------------

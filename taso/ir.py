@@ -80,6 +80,8 @@ class Graph:
                 raise ShapeError(f"{op}: inputs must be tensors of this graph, got {t!r}")
         attr_tuple = o.make_attrs(**attrs)
         shapes = [t.shape for t in inputs]
+        if o.axes:  # axes held non-negative: one meaning for rules and proofs
+            attr_tuple = o.make_attrs(**o.normalize(dict(attr_tuple), shapes))
         out = o.out_shapes(dict(attr_tuple), shapes)
         dtypes = self._dtypes(o, dict(attr_tuple), [t.dtype for t in inputs], len(out))
         nid = self._next

@@ -22,18 +22,29 @@ from taso.optimizer.search import (
     set_search_budget,
 )
 from taso.rules_db import SHIPPED, PNode, Rule, instantiate, load
+from taso.verifier.run import verify_rule
 
 import taso
 from taso.models import ALL
 
-FUSION = fusion_rules()
+FUSION = load(SHIPPED / "fusion.json")  # with its proof records
+
+def proved(rule: Rule) -> Rule:
+    """`rule` with its proof record, as taso-verify writes it: the optimizer
+    takes only proved rules, however they are given."""
+    rec = verify_rule(rule, timeout=10)
+    assert rec["status"] == "proved", rec
+    return Rule(rule.id, rule.src, rule.dst, rule.outputs, rule.vars, rule.provenance, rec)
+
 
 # (A B) C  =>  A (B C)
-REASSOC = Rule("reassoc", [PNode("matmul", ["a", "b"], {"activation": "none"}),
-                           PNode("matmul", [(0, 0), "c"], {"activation": "none"})],
-               [PNode("matmul", ["b", "c"], {"activation": "none"}),
-                PNode("matmul", ["a", (0, 0)], {"activation": "none"})],
-               [((1, 0), (1, 0))])
+UNVERIFIED_REASSOC = Rule(
+    "reassoc", [PNode("matmul", ["a", "b"], {"activation": "none"}),
+                PNode("matmul", [(0, 0), "c"], {"activation": "none"})],
+    [PNode("matmul", ["b", "c"], {"activation": "none"}),
+     PNode("matmul", ["a", (0, 0)], {"activation": "none"})],
+    [((1, 0), (1, 0))])
+REASSOC = proved(UNVERIFIED_REASSOC)
 
 
 def ops(g: taso.Graph) -> dict[str, int]:
@@ -293,12 +304,14 @@ def test_fusion_aware_rewrite_applies_where_only_fused_costs_see_the_gain():
     from taso.optimizer.fusion_rules import row_rules
 
     g = _dense_residual_layernorm()
-    r = run_search(g, budget=20, rules=row_rules(), cost_model=SkipLayerNormDevice(False))
+    r = run_search(g, budget=20, rules=[proved(r) for r in row_rules()],
+                   cost_model=SkipLayerNormDevice(False))
     assert r.rules_applied == {"rows-dense-residual": 1}
     assert {"flatten", "reshape"} <= {n.op for n in r.graph.nodes.values()}
     assert_same(g, r.graph, tol=1e-4)
     # a sum of node costs sees only the added reshapes
-    plain = run_search(g, budget=20, rules=row_rules(), cost_model="analytic")
+    plain = run_search(g, budget=20, rules=[proved(r) for r in row_rules()],
+                       cost_model="analytic")
     assert plain.rules_applied == {}
 
 
@@ -536,9 +549,9 @@ def test_an_onnx_rnn_of_gemms_stacks_its_input_products():
 
 
 def test_fusion_json_matches_its_source():
-    shipped = {r.id: r.to_json() for r in load(SHIPPED / "fusion.json")}
-    assert sorted(shipped) == sorted(r.id for r in FUSION)
-    for r in FUSION:
+    shipped = {r.id: r.to_json() for r in FUSION}
+    assert sorted(shipped) == sorted(r.id for r in fusion_rules())
+    for r in fusion_rules():
         want = r.to_json()
         assert all(shipped[r.id][k] == want[k] for k in ("src", "dst", "outputs", "vars")), r.id
 
@@ -681,13 +694,17 @@ def test_an_empty_rule_list_warns_and_changes_nothing(caplog):
 
 def test_a_rule_file_without_proved_rules_says_so(tmp_path, caplog):
     from taso.rules_db import RuleSet
-    assert REASSOC.status is None  # never verified
+    assert UNVERIFIED_REASSOC.status is None  # never verified
     path = tmp_path / "new.json"
-    RuleSet([REASSOC]).save(path)
+    RuleSet([UNVERIFIED_REASSOC]).save(path)
     g = _chain([(8, 8), (8, 8), (8, 1)])
     with caplog.at_level("WARNING", logger="taso"):
         run_search(g, rules=path, fold=False, cost_model="analytic")
-    assert "the files given hold no proved rules; unverified=True" in caplog.text
+    assert "hold no proof from today's axioms" in caplog.text
+    assert "unverified=True takes them" in caplog.text
+    with caplog.at_level("WARNING", logger="taso"):  # the same rule handed over as an object
+        run_search(g, rules=[UNVERIFIED_REASSOC], fold=False, cost_model="analytic")
+    assert caplog.text.count("hold no proof") == 2
     assert run_search(g, rules=path, unverified=True, fold=False,
                       cost_model="analytic").num_rules == 1
 

@@ -103,10 +103,12 @@ s, t = Var("s"), Var("t")  # 0-d scalars
 SCALARS = {"s": 0, "t": 0}
 ACTS = [a for a in ACTIVATIONS if a != "none"]
 
-# Values the numeric check samples for each attribute variable.
+# Values each attribute variable takes where the operator accepts it: what the
+# refuter draws for a rule's variables (axes non-negative, as rules receive
+# them) and the numeric check of the axioms draws, with EDGES.
 DOMAINS: dict[str, list[Any]] = {
     "a": [0, 1, 2, 3], "b": [0, 1, 2, 3], "i": [0, 1, 2, 3, 4],
-    "s": [(1, 1), (2, 2), (1, 2)], "d": [(1, 1), (2, 1)], "g": [1, 2],
+    "s": [(1, 1), (2, 2), (1, 2)], "d": [(1, 1), (2, 1)], "g": [1, 2, 3, 4],
     "p": ["same", "valid", (0, 0, 0, 0), (1, 1, 1, 1), (0, 1, 1, 0)],
     "act": list(ACTIVATIONS), "cip": [0, 1],
     "perm": [(1, 0), (0, 1), (1, 0, 2), (0, 2, 1), (2, 0, 1), (0, 1, 2, 3), (0, 2, 3, 1),
@@ -116,17 +118,36 @@ DOMAINS: dict[str, list[Any]] = {
     "n": [(1, 1), (2, 2), (3, 3)], "KH": [1, 3, 5], "KW": [1, 3, 5],
     "k1": [(1, 1), (3, 3), (1, 3), (5, 5)], "k2": [(3, 3), (5, 5), (3, 5)],
     "sh": [(), (2,), (3, 3), (2, 2), (1, 3), (2, 2, 3, 3), (2, 1, 1, 3)],
-    "e": [1e-5, 1e-3, 0.5], "G": [1, 2, 4], "h": [1, 2], "cnt": [1, 2],
+    "e": [1e-5, 1e-3, 0.5], "G": [1, 2, 4, 8, 16], "h": [1, 2, 4, 8], "cnt": [1, 2, 3, 4],
     "K": [1, 3, 5], "d0": [1, 2, 3], "d1": [1, 2, 3], "d2": [1, 3], "d3": [1, 3],
     "ic": [(1, 1, 1, 1), (2, 2, 3, 3), (3, 3, 1, 1), (2, 2, 1, 3)],
-    "al": [1.0, 0.5], "be": [1.0, 2.0], "tb": [0, 1],
+    "al": [1.0, 0.5, -2.0], "be": [1.0, 2.0, 0.0], "tb": [0, 1],
 }
 # the strictness axioms name their attribute variables after the attributes
 DOMAINS.update(strides=DOMAINS["s"], pads=DOMAINS["p"], dilations=DOMAINS["d"],
                groups=DOMAINS["g"], activation=DOMAINS["act"], kernel=DOMAINS["k"],
-               axis=[0, 1, 2], sizes=[(1, 1), (1, 2), (2, 1), (2, 2)],
+               axis=[0, 1, 2, 3], sizes=[(1, 1), (1, 2), (2, 1), (2, 2), (1, 1, 1)],
                count_include_pad=DOMAINS["cip"], epsilon=DOMAINS["e"], count=DOMAINS["cnt"],
                shape=[(1, 2, 1, 1), (2, 3), (6,), (3, 2), (1, 3, 1, 1)])
+# Values an axiom must survive too, though no well-formed rule binds them: an
+# axis counted from the end or past the last, counts of zero or below, odd
+# sizes. An axiom whose guard lets one through is false.
+_AXES = [-5, -2, -1, 4, 5]
+EDGES: dict[str, list[Any]] = {
+    "a": _AXES, "b": _AXES, "i": [-2, -1, 5], "axis": _AXES, "g": [-2, -1, 0], "groups": [-1, 0],
+    "G": [-4, -2, -1, 0], "h": [-2, -1, 0], "cnt": [-2, -1, 0], "count": [-2, -1, 0],
+    "s1": [0, -1, 3], "s2": [0, -1, 3], "c": [0], "kh": [0, 4], "kw": [0, 4],
+    "KH": [0, 2], "KW": [0, 2], "K": [0, 2], "d0": [0], "d1": [0], "d2": [0, 2], "d3": [0, 2],
+    "perm": [(1, 1), (0, 1, 1), (-1, 0), (2, 0)], "sizes": [(0, 2), (-1, 3), (1,)],
+    "k": [(0, 1), (2, 3)], "s": [(0, 1), (3, 3)], "d": [(1, 2)],
+    "strides": [(3, 3)], "dilations": [(1, 2)], "kernel": [(2, 3)],
+    "e": [0.0], "epsilon": [0.0], "al": [0.0], "be": [-1.0],
+}
+
+
+def check_domains() -> dict[str, list[Any]]:
+    """What the numeric check of the axioms draws from: DOMAINS and EDGES."""
+    return {k: [*v, *EDGES.get(k, [])] for k, v in DOMAINS.items()}
 
 
 def iv(v: Any) -> Any:
@@ -286,8 +307,9 @@ axiom("concat-ewmul", "concat_a(x * y, z * u) = concat_a(x, z) * concat_a(y, u)"
 for _name, _f in (("ewadd", ewadd), ("ewmul", ewmul)):
     _r = _f(concat("?a", x, z), concat("?a", y, u))
     axiom(f"{_name}-concat", f"{_name}(concat_a(x, z), concat_a(y, u)) = "
-          f"concat_a({_name}(x, y), {_name}(z, u))  (x, y equal along a)", _r,
-          concat("?a", _f(x, y), _f(z, u)), ok(_r), eq(dim(x, "?a"), dim(y, "?a")))
+          f"concat_a({_name}(x, y), {_name}(z, u))  (x, y equal along a, a counted from 0)",
+          _r, concat("?a", _f(x, y), _f(z, u)), ok(_r), ge("?a", 0),
+          eq(dim(x, "?a"), dim(y, "?a")))
 axiom("concat-smul", "concat_a(x·s, y·s) = concat_a(x, y)·s",
       concat("?a", smul(x, s), smul(y, s)), smul(concat("?a", x, y), s), ranks=SCALARS)
 _lhs = concat("?a", concat("?b", x, y), concat("?b", z, u))
@@ -550,7 +572,7 @@ for _name, _f in (("conv", conv), ("conv-bias", None)):
     axiom(f"{_name}-merge-gconv", f"{_name} with G groups = {_name} with G/c groups of the "
           "kernel merged c to one", _l,
           _c(app("merge_gconv", w, groups="?G", count="?cnt"), "?h"), ok(_l),
-          eq("?G", Arith("*", iv("?h"), iv("?cnt"))), ranks=VECTORS)
+          eq("?G", Arith("*", iv("?h"), iv("?cnt"))), ge("?cnt", 1), ranks=VECTORS)
 
 # ---- pooling ------------------------------------------------------------------------------
 _family = "pool"
@@ -767,22 +789,33 @@ def check_axiom(ax: Axiom, seed: int, budget: int = 3000) -> Outcome:
     oks, cmps = _guards(ax)
     tensor_eq = ax.rel == "==" and isinstance(ax.lhs, (Var, App))
     sides = [ax.lhs, ax.rhs] if tensor_eq else [None]
+    # Seeds cycle through four kinds of draw: two within the values operators
+    # accept (DOMAINS) and the ranks the family uses, one adding the values an
+    # axiom must survive though no rule binds them (EDGES: negative and
+    # out-of-range axes, counts of zero or below), and one that also leaves
+    # ranks to the solver, where an axiom whose guard forgets a rank its
+    # family always has is caught. Odd seeds draw values four times larger.
+    kind = seed % 4
+    domains = check_domains() if kind >= 2 else DOMAINS
+    ranks = ax.ranks if kind < 3 else {}
+    scale = np.float32(4.0 if seed % 2 else 1.0)
     status = "vacuous"
     for side in sides:
         terms = [*oks, *([side] if side is not None and not isinstance(side, Var) else [])]
         if side is None:
             terms += apps([ax.lhs, ax.rhs])
-        sol = solve(terms, cmps, ranks=ax.ranks, domains=DOMAINS, rng=rng, sizes=ax.sizes,
-                    budget=budget)
+        sol = solve(terms, cmps, ranks=ranks, domains=domains, rng=rng, sizes=ax.sizes,
+                    budget=budget, free_ranks=(0, 1, 2, 3, 4, 5) if kind == 3 else (1, 2, 3, 4))
         if sol is None:
             continue
         shapes, ints = sol
         for v in ax.tensor_vars():
-            r = ax.ranks.get(v, int(rng.integers(1, 5)))
+            r = ranks.get(v, int(rng.integers(0, 6) if kind == 3 else rng.integers(1, 5)))
             shapes.setdefault(v, tuple(int(d) for d in rng.choice(ax.sizes, r)))
         for v in ax.int_vars():
-            ints.setdefault(v, DOMAINS[v][int(rng.integers(len(DOMAINS[v])))])
-        values = {v: rng.standard_normal(sh).astype(np.float32) for v, sh in shapes.items()}
+            ints.setdefault(v, domains[v][int(rng.integers(len(domains[v])))])
+        values = {v: (rng.standard_normal(sh) * scale).astype(np.float32)
+                  for v, sh in shapes.items()}
         for v in ax.positive:
             values[v] = np.abs(values[v]) + np.float32(0.1)
         bad = _compare(ax, shapes, ints, values, tensor_eq)

@@ -27,9 +27,10 @@ differently (e.g. dim(x, 1) for dim(relu(x), 1)); the shape axioms then close th
 gap.
 
 A rule is proved when the axioms, ok() of every node of both sides (a rule
-rewrites only where both sides are well-shaped), the variables' rank
-constraints, and the negation of "every mapped source output equals its target
-output" are unsatisfiable.
+rewrites only where both sides are well-shaped), the variables' rank and size
+constraints, the range of every axis variable (0 .. rank-1: graphs and rules
+hold axes normalised, `taso.rules_db.pattern`), and the negation of "every
+mapped source output equals its target output" are unsatisfiable.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .terms import (
     Rank,
     Var,
     apps,
+    axis_conditions,
     int_vars,
     rule_conditions,
     rule_terms,
@@ -175,6 +177,7 @@ class Encoding:
             if c.get("rank") is not None and ("t", v) in env:
                 hyps.append(self.rank(env[("t", v)]) == int(c["rank"]))
         hyps += [self.cond(c, env) for c in rule_conditions(rule)]
+        hyps += [self.cond(c, env) for c in axis_conditions(rule)]
         goal = z3.Not(z3.And([self.expr(s, env) == self.expr(d, env)
                               for s, d in zip(src, dst)]))
         ops = {a.op for a in apps([*src_nodes, *dst_nodes])}

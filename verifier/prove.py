@@ -20,12 +20,18 @@ from .encode import Encoding
 from .terms import apps
 
 _STATE: dict[str, Any] = {}
+# E-matching instantiations one check may make. The largest proof of the
+# shipped sets makes about 330; a false rule can make millions, and a solver
+# grown that large takes longer to free (about 50 s at 250k) than to run.
+# Stopping early only ever gives "unknown", never a proof.
+QI_CAP = 50_000
 
 
 def encoding() -> Encoding:
     """This process's encoding and compiled axioms (built once)."""
     if "enc" not in _STATE:
         z3.set_param("smt.mbqi", False)
+        z3.set_param("smt.qi.max_instances", QI_CAP)
         enc = Encoding()
         _STATE["enc"] = enc
         _STATE["formulas"] = {ax.name: enc.axiom(ax) for ax in AXIOMS}

@@ -16,6 +16,7 @@ from typing import Any
 
 import z3
 from taso.rules_db import Rule
+from taso.rules_db.pattern import checked
 
 GRACE = 5.0  # seconds past a rule's own limits before its worker is killed
 
@@ -24,10 +25,13 @@ def verify_rule(rule: Rule, timeout: float = 10.0) -> dict[str, Any]:
     """The verification record of one rule: proved (with the axioms used),
     refuted (with a counterexample) or unknown."""
     from .prove import prove
+    from .record import axioms_digest
     from .refute import refute
 
+    rule = checked(rule)  # a malformed rule is an error, never a record
     start = time.perf_counter()
-    rec: dict[str, Any] = {"z3": z3.get_version_string(), "timeout": timeout}
+    rec: dict[str, Any] = {"z3": z3.get_version_string(), "timeout": timeout,
+                           "axioms_hash": axioms_digest()}
     try:
         p = prove(rule, timeout)
     except Exception as e:  # a rule the encoding cannot express is not proved

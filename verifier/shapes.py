@@ -29,10 +29,13 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
           ranks: dict[str, int | None] | None = None,
           domains: dict[str, Sequence[Any]] | None = None,
           rng: np.random.Generator | None = None, sizes: Iterable[int] = (1, 2, 3),
-          budget: int = 4000) -> tuple[dict[str, Shape], dict[str, Any]] | None:
+          budget: int = 4000, free_ranks: Sequence[int] = (1, 2, 3, 4),
+          ) -> tuple[dict[str, Shape], dict[str, Any]] | None:
     """Shapes for the tensor variables and values for the attribute variables of
     `ok_terms` and `conds` such that every term is well-shaped and every
-    condition holds; None if none is found within `budget` candidate checks."""
+    condition holds; None if none is found within `budget` candidate checks.
+    A variable of no given rank takes one of `free_ranks` (or of a shape in
+    play)."""
     rng = rng if rng is not None else np.random.default_rng(0)
     ranks = ranks or {}
     domains = domains or {}
@@ -65,7 +68,8 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
         if kind == "i":
             vals = list(domains[v])
             return [vals[i] for i in rng.permutation(len(vals))]
-        return _shape_candidates(ranks.get(v), [*shapes.values(), *seen], sizes, rng)
+        return _shape_candidates(ranks.get(v), [*shapes.values(), *seen], sizes, rng,
+                                 free_ranks)
 
     def search(k: int, assigned: set[tuple[str, str]]) -> bool:
         if k == len(order):
@@ -94,10 +98,12 @@ def _vars_of(t: Any) -> set[str]:
 
 
 def _shape_candidates(rank: int | None, shapes: list[Shape], sizes: list[int],
-                      rng: np.random.Generator, n_random: int = 24) -> list[Shape]:
+                      rng: np.random.Generator, free_ranks: Sequence[int] = (1, 2, 3, 4),
+                      n_random: int = 24) -> list[Shape]:
     known = list(dict.fromkeys(shapes))
     ranks = [rank] if rank is not None else \
-        list(dict.fromkeys([*(len(s) for s in known), *rng.permutation([1, 2, 3, 4]).tolist()]))
+        list(dict.fromkeys([*(len(s) for s in known),
+                            *rng.permutation(list(free_ranks)).tolist()]))
     same = [s for s in known if len(s) in ranks]
     mutated = [s[:ax] + (d,) + s[ax + 1:] for s in same for ax in range(len(s)) for d in sizes]
     if 1 in ranks:  # per-channel vectors: one axis of a shape in play

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
+from taso.rules_db.pattern import axis_variables, checked, same_dims
 
 from taso.ops import OPS, ShapeError
 from taso.ops.base import freeze
@@ -194,27 +195,48 @@ def apps(ts: Iterable[Any]) -> list[App]:
 # ---- rules as terms ------------------------------------------------------------
 def rule_terms(rule) -> tuple[list[App | Var], list[App | Var], list[App], list[App]]:
     """A rule's mapped outputs as term pairs and every node term of each side:
-    (src outputs, dst outputs, src nodes, dst nodes)."""
-    sides = {}
-    for side, nodes in (("src", rule.src), ("dst", rule.dst)):
-        env: dict[Any, Any] = {}
-        terms = []
-        for i, n in enumerate(nodes):
-            ins = [_lookup(env, r) for r in n.inputs]
-            attrs = {k: _pattern_attr(v, env) for k, v in n.attrs.items()}
-            for k in range(OPS[n.op].num_outputs(_probe(n.op, attrs))):
-                t = app(n.op, *ins, out=k, **attrs)
-                env[(i, k)] = t
-                terms.append(t)
-        sides[side] = (env, terms)
-    src = [_lookup(sides["src"][0], s) for s, _ in rule.outputs]
-    dst = [_lookup(sides["dst"][0], d) for _, d in rule.outputs]
-    return src, dst, sides["src"][1], sides["dst"][1]
+    (src outputs, dst outputs, src nodes, dst nodes). The rule is checked and
+    its axes normalised first (`taso.rules_db.pattern.checked`)."""
+    rule = checked(rule)
+    src_env, src_terms = _side_terms(rule.src)
+    dst_env, dst_terms = _side_terms(rule.dst)
+    src = [_lookup(src_env, s) for s, _ in rule.outputs]
+    dst = [_lookup(dst_env, d) for _, d in rule.outputs]
+    return src, dst, src_terms, dst_terms
+
+
+def _side_terms(nodes) -> tuple[dict, list[App]]:
+    env: dict[Any, Any] = {}
+    terms = []
+    for i, n in enumerate(nodes):
+        ins = [_lookup(env, r) for r in n.inputs]
+        attrs = {k: _pattern_attr(v, env) for k, v in n.attrs.items()}
+        for k in range(OPS[n.op].num_outputs(_probe(n.op, attrs))):
+            t = app(n.op, *ins, out=k, **attrs)
+            env[(i, k)] = t
+            terms.append(t)
+    return env, terms
 
 
 def rule_conditions(rule) -> list[Cmp]:
     """A rule's constraints between variable sizes, as conditions."""
-    return [Cmp("==", Dim(Var(v), a), Dim(Var(u), b)) for v, a, u, b in rule.same_dims()]
+    return [Cmp("==", Dim(Var(v), a), Dim(Var(u), b))
+            for v, a, u, b in same_dims(checked(rule))]
+
+
+def axis_conditions(rule) -> list[Cmp]:
+    """Every axis variable in range, as the optimizer binds it: 0 <= a < rank of
+    the operand it counts (<= for a cut between axes, Flatten's; of the output
+    for Unsqueeze's)."""
+    rule = checked(rule)
+    envs = {"src": _side_terms(rule.src)[0], "dst": _side_terms(rule.dst)[0]}
+    out: list[Cmp] = []
+    for side, name, kind, first, i in axis_variables(rule):
+        a = IVar(name)
+        t = _lookup(envs[side], (i, 0)) if kind == "out" else _lookup(envs[side], first)
+        hi = Arith("+", Rank(t), 1) if kind == "in+1" else Rank(t)
+        out += [Cmp(">=", a, 0), Cmp(">=", Arith("+", hi, -1), a)]
+    return out
 
 
 def _lookup(env: dict, ref: Any) -> Any:
@@ -226,10 +248,7 @@ def _lookup(env: dict, ref: Any) -> Any:
 def _pattern_attr(v: Any, env: dict) -> Any:
     if isinstance(v, dict) and "dim" in v:
         ref, axis = v["dim"]
-        t, axis = _lookup(env, ref), _pattern_attr(axis, env)
-        if isinstance(axis, int) and axis < 0:  # counted from the end, as numpy does
-            axis = Arith("+", Rank(t), axis)
-        return Dim(t, axis)
+        return Dim(_lookup(env, ref), axis)  # axis non-negative (`checked`)
     if isinstance(v, (list, tuple)):
         return tuple(_pattern_attr(u, env) for u in v)
     return v

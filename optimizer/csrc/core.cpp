@@ -245,6 +245,24 @@ int Core::add_rule(Rule r) {
     };
     check_side(r.src);
     check_side(r.dst);
+    // What the Python side checks first (taso.rules_db.pattern), checked again
+    // here: a malformed rule must be an error, never a crash.
+    if (r.outputs.empty()) throw std::invalid_argument("a rule maps no output");
+    std::vector<char> bound(r.nvars, 0);
+    for (const PNode& p : r.src)
+        for (const Ref& in : p.in)
+            if (in.node < 0) bound[-1 - in.node] = 1;
+    auto bound_ref = [&](const Ref& in, int side_size) {
+        if (in.idx < 0) return false;
+        return in.node < 0 ? -1 - in.node < r.nvars && bound[-1 - in.node] : in.node < side_size;
+    };
+    for (const PNode& p : r.dst)
+        for (const Ref& in : p.in)
+            if (!bound_ref(in, static_cast<int>(r.dst.size())))
+                throw std::invalid_argument("the target reads a variable the source does not bind");
+    for (const auto& [s, d] : r.outputs)
+        if (s.node < 0 || s.idx < 0 || !bound_ref(d, static_cast<int>(r.dst.size())))
+            throw std::invalid_argument("a rule output names no tensor of its side");
     const int ri = static_cast<int>(rules.size());
     for (int p = 0; p < np; ++p) {
         int& f = r.src[p].filter;
@@ -569,6 +587,12 @@ std::vector<Match> Core::matches(const Graph& g, int ri) {
     return ok;
 }
 
+// Whether `t` names an existing output of an existing node of `raw`.
+static bool has_output(const std::vector<Node>& raw, const Ref& t) {
+    return t.node >= 0 && t.node < static_cast<int>(raw.size()) && t.idx >= 0 &&
+           t.idx < static_cast<int>(raw[t.node].out.size());
+}
+
 std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
     const Rule& r = rules[ri];
     const auto& dst_attrs = oracle.check(ri, g, m);
@@ -583,6 +607,7 @@ std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
         std::vector<int> shapes;
         for (const Ref& pin : r.dst[j].in) {
             Ref t = pin.node < 0 ? m.vars[-1 - pin.node] : Ref{n + pin.node, pin.idx};
+            if (!has_output(raw, t)) return std::nullopt;
             nd.in.push_back(t);
             shapes.push_back(raw[t.node].out[t.idx]);
         }
@@ -597,7 +622,9 @@ std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m) {
     for (const auto& [s, d] : r.outputs) {
         Ref from{m.nodes[s.node], s.idx}, to{n + d.node, d.idx};
         if (d.node < 0) to = m.vars[-1 - d.node];
-        if (raw[from.node].out[from.idx] != raw[to.node].out[to.idx]) return std::nullopt;
+        if (!has_output(raw, from) || !has_output(raw, to) ||
+            raw[from.node].out[from.idx] != raw[to.node].out[to.idx])
+            return std::nullopt;
         repl.push_back({from, to});
     }
     auto redirect = [&](Ref& t) {

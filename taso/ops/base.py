@@ -86,6 +86,13 @@ class Op:
     weight_only: bool = False  # a constant generator: no inputs, data from attrs
     elementwise: bool = False  # a unary function applied to each element
     commutative: bool = False  # two inputs whose order does not matter
+    positive: tuple[str, ...] = ()  # inputs defined only for positive values (a variance)
+    # Attributes that name axes, by what they count: "in" an axis of the first
+    # input (-r .. r-1), "in+1" a cut between its axes (-r .. r, Flatten), "out"
+    # an axis of the output (Unsqueeze). A negative value counts from the end;
+    # graphs and rule patterns hold them non-negative (`normalize`), so that a
+    # rule's axis variable means one thing to the matcher and to the proof.
+    axes: dict[str, str] = {}
 
     # ---- signature -----------------------------------------------------------
     @property
@@ -142,6 +149,38 @@ class Op:
 
     def run_fp(self, a: dict[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray]:
         return _outputs(self.fp(a, *xs))
+
+    def axis_range(self, kind: str, a: dict[str, Any], rank: int) -> tuple[int, int]:
+        """(n, hi) for an axis attribute of this kind when the first input has rank
+        `rank`: the values are -n .. hi-1, a negative one meaning itself plus n."""
+        if kind == "in+1":
+            return rank, rank + 1
+        if kind == "out":
+            n = rank + len(a.get("axes") or ())
+            return n, n
+        return rank, rank
+
+    def normalize(self, a: dict[str, Any], shapes: Sequence[Shape]) -> dict[str, Any]:
+        """`a` with every axis attribute made non-negative for these input shapes;
+        a ShapeError names one out of range."""
+        if not self.axes or not shapes:
+            return a
+        out = dict(a)
+        for k, kind in self.axes.items():
+            v = out.get(k)
+            if v is None or isinstance(v, str):
+                continue
+            n, hi = self.axis_range(kind, out, len(shapes[0]))
+            vals = v if isinstance(v, (list, tuple)) else (v,)
+            fixed = []
+            for ax in vals:
+                if not isinstance(ax, (int, np.integer)) or isinstance(ax, bool):
+                    raise ShapeError(f"{self.name}: {k} must be an integer, got {ax!r}")
+                check(-n <= ax < hi, f"{self.name}: {k} {ax} out of range for rank "
+                      f"{len(shapes[0])}")
+                fixed.append(int(ax) + n if ax < 0 else int(ax))
+            out[k] = tuple(fixed) if isinstance(v, (list, tuple)) else fixed[0]
+        return out
 
     def resolve(self, a: dict[str, Any], shapes: Sequence[Shape]) -> dict[str, Any]:
         """Turn symbolic attribute values (e.g. conv pads "same") into concrete ones."""

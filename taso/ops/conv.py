@@ -13,6 +13,7 @@ from .elementwise import ACT_ONNX, activate, emit_with_activation, normalize_act
 def same_pads(in_hw, kernel, strides, dilations) -> tuple[int, int, int, int]:
     """TensorFlow/TASO "SAME" padding: output size ceil(in / stride), the extra
     row or column (if any) at the bottom/right."""
+    check(min(strides) >= 1, f"strides {strides} must be positive")
     begin, end = [], []
     for n, k, s, d in zip(in_hw, kernel, strides, dilations):
         out = -(-n // s)
@@ -38,6 +39,10 @@ def resolve_pads(pads, in_hw, kernel, strides, dilations) -> tuple[int, int, int
 
 
 def out_hw(in_hw, kernel, strides, pads, dilations) -> tuple[int, int]:
+    check(len(kernel) == len(strides) == len(dilations) == 2,
+          f"kernel, strides and dilations must be pairs, got {kernel}, {strides}, {dilations}")
+    check(min(kernel) >= 1 and min(strides) >= 1 and min(dilations) >= 1,
+          f"kernel {kernel}, strides {strides} and dilations {dilations} must be positive")
     out = []
     for i, (n, k, s, d) in enumerate(zip(in_hw, kernel, strides, dilations)):
         span = (k - 1) * d + 1

@@ -82,6 +82,7 @@ class BnKernel(Op):
 
     name = "bn_kernel"
     inputs = ("w", "scale", "var")
+    positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
 
@@ -112,6 +113,7 @@ class BnBias(Op):
 
     name = "bn_bias"
     inputs = ("scale", "bias", "mean", "var")
+    positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
 

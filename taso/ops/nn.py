@@ -79,6 +79,7 @@ class BatchNorm(Op):
 
     name = "batchnorm"
     inputs = ("x", "scale", "bias", "mean", "var")
+    positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
 
@@ -122,6 +123,7 @@ class LayerNorm(Op):
     name = "layernorm"
     inputs = ("x", "scale", "bias")
     attrs = {"axis": -1, "epsilon": 1e-5}
+    axes = {"axis": "in"}
     gen_attrs = ()
 
     def shape(self, a, x, scale, bias):
@@ -197,6 +199,7 @@ class Softmax(Op):
     name = "softmax"
     inputs = ("x",)
     attrs = {"axis": -1}
+    axes = {"axis": "in"}
     gen_attrs = ()
 
     def shape(self, a, x):
@@ -409,6 +412,7 @@ class ReduceMean(Op):
     name = "reduce_mean"
     inputs = ("x",)
     attrs = {"axes": None, "keepdims": 1}
+    axes = {"axes": "in"}
     gen_attrs = ()
 
     def shape(self, a, x):
@@ -545,6 +549,7 @@ class Slice(Op):
     name = "slice"
     inputs = ("x",)
     attrs = {"starts": None, "ends": None, "axes": None, "steps": None}
+    axes = {"axes": "in"}
     gen_attrs = ()
 
     def _index(self, a, x: tuple[int, ...]) -> tuple[slice, ...]:
@@ -604,6 +609,7 @@ class Squeeze(Op):
     name = "squeeze"
     inputs = ("x",)
     attrs = {"axes": None}
+    axes = {"axes": "in"}
     gen_attrs = ()
 
     def shape(self, a, x):
@@ -630,6 +636,7 @@ class Unsqueeze(Op):
     name = "unsqueeze"
     inputs = ("x",)
     attrs = {"axes": None}
+    axes = {"axes": "out"}
     gen_attrs = ()
 
     def shape(self, a, x):
@@ -685,6 +692,7 @@ class Flatten(Op):
     name = "flatten"
     inputs = ("x",)
     attrs = {"axis": 1}
+    axes = {"axis": "in+1"}
     gen_attrs = ()
 
     def shape(self, a, x):

@@ -17,6 +17,7 @@ class Concat(Op):
     name = "concat"
     inputs = ("*xs",)
     attrs = {"axis": None}
+    axes = {"axis": "in"}
     gen_attrs = ({"axis": 0}, {"axis": 1})
 
     def shape(self, a, *xs):
@@ -46,6 +47,7 @@ class Split(Op):
     name = "split"
     inputs = ("x",)
     attrs = {"axis": None, "sizes": None}
+    axes = {"axis": "in"}
     # The generator splits a tensor back into the parts a concat made of it.
     gen_attrs = ()
 

@@ -1,0 +1,35 @@
+"""Reading and writing rule sets: taso's JSON, and TASO's `graph_subst.pb`.
+
+Every rule read is checked (`pattern.checked`): a malformed one is refused
+with one line naming the file, the rule and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .pattern import RuleError, checked_set, parse_ruleset
+from .rule import RuleSet
+from .taso_pb import read_taso_pb
+
+
+def load(path: str | Path) -> RuleSet:
+    """Load a rule set: taso JSON, or TASO's protobuf `.pb` file."""
+    path = Path(path)
+    try:
+        if path.suffix == ".pb":
+            return checked_set(read_taso_pb(path))
+        return parse_ruleset(json.loads(path.read_text()))
+    except OSError as e:
+        raise ValueError(f"cannot read rule set {path}: {e.strerror or e}") from None
+    except RuleError as e:
+        raise ValueError(f"{path}: {e}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        # Bad JSON, a binary file, a JSON file of something else: name the file.
+        what = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
+        raise ValueError(f"{path} is not a taso rule set: {what}") from None
+
+
+def save(rules: RuleSet, path: str | Path) -> None:
+    rules.save(path)

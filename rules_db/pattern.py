@@ -1,0 +1,531 @@
+"""What a rule pattern means: the one definition that the optimizer's matcher,
+the search core's inputs, the Z3 encoder, the refuter and coverage all read.
+
+`rule.py` holds a rule as data; this module gives it its meaning:
+
+- `parse_rule` / `checked`: a rule is well-formed when every operator is known
+  and given as many inputs as it takes, every reference names an existing
+  output of an earlier node of its side, every variable and attribute variable
+  the target reads is bound by the source, constraints name the rule's own
+  variables, and at least one output is mapped. Anything else is a
+  `RuleError` naming the rule and the problem.
+- Axes are normalised once, here: a negative axis (in a `same_dim` constraint,
+  a `{"dim": [ref, axis]}` size or an operator's axis attribute) counts from the
+  end of a tensor whose rank the rule declares, and becomes non-negative; where
+  the rank is unknown it is refused. Graphs hold their axes non-negative too
+  (`Op.normalize` at `Graph.add_node`), so an axis variable "?a" is only ever
+  bound to 0 .. rank-1, which is what the proof assumes (`axis_variables`).
+- Constraints (`var_fits`, `same_dims_hold`), attribute binding against a
+  node (`bind_attrs`), the target's concrete attributes (`target_attrs`) and
+  instantiation of a side as a graph (`instantiate`).
+
+Attribute values in patterns are concrete, or symbolic:
+  "?name"                  an attribute variable, bound where the source matches
+                           and reused on the target side;
+  {"dim": [ref, axis]}     the size of a tensor's axis on the same side;
+  "same" / "valid"         padding modes, resolved by the operator (conv, pool).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from taso.ops import OPS, ShapeError
+from taso.ops.base import freeze
+
+from .rule import FORMAT, VERSION, PNode, Ref, Rule, RuleSet
+
+CONSTRAINTS = ("rank", "weight", "same_dim")
+MAX_RANK = 8
+_SOURCES = ("input", "weight", "opaque")  # graph nodes, never pattern nodes
+
+
+class RuleError(ValueError):
+    """A rule that is not well-formed: the message names the rule and the problem."""
+
+    def __init__(self, rule_id: Any, problem: str):
+        self.rule_id, self.problem = rule_id, problem
+        super().__init__(f"rule {rule_id}: {problem}")
+
+
+# ---- parsing ----------------------------------------------------------------------
+def parse_rule(d: Any, where: str = "") -> Rule:
+    """A well-formed, normalised rule from its JSON form (`Rule.to_json`)."""
+    if not isinstance(d, dict):
+        raise RuleError(f"#{where}" if where else "?", f"is a JSON {type(d).__name__}, "
+                        "not an object")
+    rid = d.get("id")
+    if not isinstance(rid, str) or not rid:
+        raise RuleError(f"#{where}" if where else "?", "has no string id")
+
+    def need(key: str, kind: type, default: Any = None) -> Any:
+        v = d.get(key, default)
+        if not isinstance(v, kind):
+            raise RuleError(rid, f"field {key!r} must be a JSON {kind.__name__}")
+        return v
+
+    for key in ("src", "dst", "outputs"):
+        need(key, list)
+    need("vars", dict, {})
+    need("provenance", dict, {})
+    need("verification", dict, {})
+    for side in ("src", "dst"):
+        for i, n in enumerate(d[side]):
+            if not isinstance(n, dict) or not isinstance(n.get("op"), str) or \
+                    not isinstance(n.get("inputs"), list) or \
+                    not isinstance(n.get("attrs", {}), dict):
+                raise RuleError(rid, f"{side} node {i} is not an object with an 'op' string, "
+                                "an 'inputs' list and an 'attrs' object")
+            for r in n["inputs"]:
+                _ref_shape(rid, r)
+            for k, v in n.get("attrs", {}).items():
+                _attr_shape(rid, f"{side} node {i}", k, v)
+    for o in d["outputs"]:
+        if not isinstance(o, list) or len(o) != 2:
+            raise RuleError(rid, f"output {o!r} is not a [source, target] pair")
+        for r in o:
+            _ref_shape(rid, r)
+    for v, c in d.get("vars", {}).items():
+        if not isinstance(c, dict):
+            raise RuleError(rid, f"constraints of variable {v!r} are not an object")
+    try:
+        rule = Rule.from_json(d)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise RuleError(rid, f"cannot be read: {e}") from None
+    return checked(rule)
+
+
+def parse_ruleset(d: Any) -> RuleSet:
+    """A rule set from its JSON form; every rule well-formed, ids unique."""
+    if not isinstance(d, dict):
+        raise ValueError(f"it holds a JSON {type(d).__name__}, not an object")
+    if d.get("format") != FORMAT:
+        raise ValueError(f"its format is {d.get('format')!r}, not {FORMAT!r}")
+    version = d.get("version", 0)
+    if not isinstance(version, int) or version > VERSION:
+        raise ValueError(f"rule set version {version!r} is newer than {VERSION}")
+    if not isinstance(d.get("rules"), list):
+        raise ValueError("its 'rules' field is not a list")
+    rules = [parse_rule(r, str(i)) for i, r in enumerate(d["rules"])]
+    return checked_set(RuleSet(rules, str(d.get("name", "")), dict(d.get("provenance") or {})))
+
+
+def checked_set(rs: RuleSet) -> RuleSet:
+    """`rs` with every rule checked; a repeated id is an error."""
+    seen: set[str] = set()
+    out = []
+    for r in rs.rules:
+        if r.id in seen:
+            raise RuleError(r.id, "the id is used twice in the rule set")
+        seen.add(r.id)
+        out.append(checked(r))
+    return RuleSet(out, rs.name, rs.provenance)
+
+
+def _attr_shape(rid: str, where: str, key: str, v: Any) -> None:
+    if isinstance(v, dict):
+        d = v.get("dim")
+        if set(v) != {"dim"} or not isinstance(d, list) or len(d) != 2:
+            raise RuleError(rid, f"{where}: attribute {key} {v!r} is not "
+                            '{"dim": [reference, axis]}')
+        _ref_shape(rid, d[0])
+    elif isinstance(v, list):
+        for u in v:
+            _attr_shape(rid, where, key, u)
+
+
+def _ref_shape(rid: str, r: Any) -> None:
+    if isinstance(r, str):
+        if not r or r.startswith("?"):
+            raise RuleError(rid, f"{r!r} is not a variable name")
+        return
+    if not (isinstance(r, list) and len(r) == 2 and
+            all(isinstance(x, int) and not isinstance(x, bool) for x in r)):
+        raise RuleError(rid, f"{r!r} is neither a variable name nor a [node, output] pair")
+
+
+# ---- well-formedness and normalisation ------------------------------------------------
+def checked(rule: Rule) -> Rule:
+    """`rule` if it is well-formed with normalised axes, else a normalised copy;
+    a RuleError names what is wrong."""
+    rid = rule.id
+    if not rule.src:
+        raise RuleError(rid, "the source side is empty")
+    if not rule.outputs:
+        raise RuleError(rid, "no output is mapped (a rule must say what it replaces)")
+    ranks = _declared_ranks(rule)
+    bound = {r for n in rule.src for r in n.inputs if isinstance(r, str)}
+    src_outs = _check_side(rule, "src", rule.src, bound)
+    dst_outs = _check_side(rule, "dst", rule.dst, bound)
+    src_ivars = _attr_vars(rule.src)
+    missing = sorted(_attr_vars(rule.dst) - src_ivars)
+    if missing:
+        raise RuleError(rid, f"the target uses attribute variable(s) "
+                        f"{', '.join('?' + m for m in missing)} that the source does not bind")
+    seen: set[Any] = set()
+    for s, d in rule.outputs:
+        if isinstance(s, str):
+            raise RuleError(rid, f"source output {s!r} is a variable, not a node's output")
+        if tuple(s) not in src_outs:
+            raise RuleError(rid, f"source output {list(s)} names no output of the source")
+        if tuple(s) in seen:
+            raise RuleError(rid, f"source output {list(s)} is mapped twice")
+        seen.add(tuple(s))
+        if isinstance(d, str):
+            if d not in bound:
+                raise RuleError(rid, f"target output {d!r} is a variable the source does "
+                                "not bind")
+        elif tuple(d) not in dst_outs:
+            raise RuleError(rid, f"target output {list(d)} names no output of the target")
+    variables = bound
+    new_vars = {}
+    for v, c in rule.vars.items():
+        if v not in variables:
+            raise RuleError(rid, f"constraints name {v!r}, which is not a variable of the rule")
+        new_vars[v] = _check_constraints(rule, v, c, ranks, variables)
+    src = [_normalized_node(rule, n, ranks) for n in rule.src]
+    dst = [_normalized_node(rule, n, ranks) for n in rule.dst]
+    if src == rule.src and dst == rule.dst and new_vars == rule.vars:
+        return rule
+    return replace(rule, src=src, dst=dst, vars=new_vars)
+
+
+def _declared_ranks(rule: Rule) -> dict[str, int]:
+    out = {}
+    for v, c in rule.vars.items():
+        r = c.get("rank") if isinstance(c, dict) else None
+        if r is not None:
+            if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= MAX_RANK:
+                raise RuleError(rule.id, f"rank of {v!r} must be an integer 0..{MAX_RANK} or "
+                                f"null, got {r!r}")
+            out[v] = r
+    return out
+
+
+def _attr_vars(nodes: list[PNode]) -> set[str]:
+    out: set[str] = set()
+
+    def visit(v):
+        if isinstance(v, str) and v.startswith("?"):
+            out.add(v[1:])
+        elif isinstance(v, (list, tuple)):
+            for u in v:
+                visit(u)
+    for n in nodes:
+        for v in n.attrs.values():
+            visit(v)
+    return out
+
+
+def _check_side(rule: Rule, side: str, nodes: list[PNode],
+                bound: set[str]) -> set[tuple[int, int]]:
+    """The (node, output) pairs a side defines; errors for anything malformed.
+    `bound`: the variables the source's inputs bind (all a side may read, but
+    the source's own inputs)."""
+    rid = rule.id
+    outs: set[tuple[int, int]] = set()
+
+    def check_ref(r: Any, i: int, what: str) -> None:
+        if isinstance(r, str):
+            if r not in bound and (side == "dst" or what != "input"):
+                where = "the target" if side == "dst" else "a source size"
+                raise RuleError(rid, f"{where} reads variable {r!r}, which the source's "
+                                "inputs do not bind")
+            return
+        if not (isinstance(r, tuple) and len(r) == 2):
+            raise RuleError(rid, f"{side} node {i}: {what} {r!r} is not a reference")
+        if not 0 <= r[0] < i:
+            raise RuleError(rid, f"{side} node {i}: {what} {list(r)} names no earlier node")
+        if r not in outs:
+            raise RuleError(rid, f"{side} node {i}: {what} {list(r)}: node {r[0]} has no "
+                            f"output {r[1]}")
+
+    for i, n in enumerate(nodes):
+        op = OPS.get(n.op)
+        if op is None:
+            raise RuleError(rid, f"{side} node {i}: unknown operator {n.op!r}")
+        if n.op in _SOURCES:
+            raise RuleError(rid, f"{side} node {i}: {n.op!r} cannot be a pattern node")
+        try:
+            op.check_arity(len(n.inputs))
+        except ShapeError as e:
+            raise RuleError(rid, f"{side} node {i}: {e}") from None
+        unknown = sorted(set(n.attrs) - set(op.attrs))
+        if unknown:
+            raise RuleError(rid, f"{side} node {i}: {n.op} has no attribute(s) {unknown}")
+        if side == "dst":
+            absent = [k for k, d in op.attrs.items() if d is None and k not in n.attrs]
+            if absent:
+                raise RuleError(rid, f"target node {i}: {n.op} needs attribute(s) {absent}")
+        for r in n.inputs:
+            check_ref(r, i, "input")
+        for k, v in n.attrs.items():
+            _check_value(rule, side, i, k, v, check_ref)
+        try:
+            count = op.num_outputs(_probe(n.attrs))
+        except (TypeError, ValueError, KeyError):
+            count = None
+        if not isinstance(count, int) or count < 1:
+            raise RuleError(rid, f"{side} node {i}: cannot tell how many outputs {n.op} "
+                            f"has with {n.attrs}")
+        outs.update((i, k) for k in range(count))
+    return outs
+
+
+def _check_value(rule: Rule, side: str, i: int, key: str, v: Any, check_ref) -> None:
+    if isinstance(v, dict):
+        if set(v) != {"dim"} or not isinstance(v["dim"], (list, tuple)) or len(v["dim"]) != 2:
+            raise RuleError(rule.id, f"{side} node {i}: attribute {key} {v!r} is not "
+                            '{"dim": [reference, axis]}')
+        ref, axis = v["dim"]
+        check_ref(ref, i, "size reference")
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise RuleError(rule.id, f"{side} node {i}: the axis of {v!r} is not an integer")
+    elif isinstance(v, (list, tuple)):
+        for u in v:
+            _check_value(rule, side, i, key, u, check_ref)
+    elif isinstance(v, str) and v.startswith("?") and not v[1:].isidentifier():
+        raise RuleError(rule.id, f"{side} node {i}: {v!r} is not an attribute variable name")
+    elif v is not None and not isinstance(v, (bool, int, float, str)):
+        raise RuleError(rule.id, f"{side} node {i}: attribute {key} has a value of type "
+                        f"{type(v).__name__}")
+
+
+def _probe(attrs: dict) -> dict:
+    """Attributes good enough to ask an operator its number of outputs: a split
+    counts its sizes, whatever they are."""
+    return {k: (0 if isinstance(v, dict) or isinstance(v, str) and v.startswith("?") else v)
+            for k, v in attrs.items()}
+
+
+def _check_constraints(rule: Rule, v: str, c: dict, ranks: dict[str, int],
+                       variables: set[str]) -> dict:
+    unknown = sorted(set(c) - set(CONSTRAINTS))
+    if unknown:
+        raise RuleError(rule.id, f"variable {v!r}: unknown constraint(s) {unknown}")
+    if "weight" in c and not isinstance(c["weight"], bool):
+        raise RuleError(rule.id, f"variable {v!r}: 'weight' must be true or false")
+    if "same_dim" not in c:
+        return c
+    sd = c["same_dim"]
+    if not isinstance(sd, (list, tuple)):
+        raise RuleError(rule.id, f"variable {v!r}: 'same_dim' must be a list")
+    out = []
+    for item in sd:
+        if not (isinstance(item, (list, tuple)) and len(item) == 3 and
+                isinstance(item[1], str) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                 for x in (item[0], item[2]))):
+            raise RuleError(rule.id, f"variable {v!r}: same_dim entry {item!r} is not "
+                            "[axis, variable, axis]")
+        a, u, b = item
+        if u not in variables:
+            raise RuleError(rule.id, f"variable {v!r}: same_dim names {u!r}, which is not a "
+                            "variable of the rule")
+        out.append([_axis_of(rule, v, a, ranks, "same_dim"), u,
+                    _axis_of(rule, u, b, ranks, "same_dim")])
+    return {**c, "same_dim": out}
+
+
+def _axis_of(rule: Rule, ref: Ref, axis: int, ranks: dict[str, int], what: str) -> int:
+    """A size's axis, non-negative: counted from the end of a variable whose rank
+    the rule declares; refused for another tensor."""
+    rank = ranks.get(ref) if isinstance(ref, str) else None
+    if rank is not None and not -rank <= axis < rank:
+        raise RuleError(rule.id, f"{what}: axis {axis} is out of range for {ref!r} of rank "
+                        f"{rank}")
+    if axis >= 0:
+        return axis
+    if rank is None:
+        raise RuleError(rule.id, f"{what}: axis {axis} counts from the end of "
+                        f"{_ref_name(ref)}, whose rank the rule does not declare")
+    return axis + rank
+
+
+def _ref_name(r: Ref) -> str:
+    return repr(r) if isinstance(r, str) else f"node {r[0]}'s output {r[1]}"
+
+
+def _normalized_node(rule: Rule, n: PNode, ranks: dict[str, int]) -> PNode:
+    op = OPS[n.op]
+    attrs = {k: _normalized_dims(rule, v, ranks) for k, v in n.attrs.items()}
+    for k in op.axes:
+        v = attrs.get(k)
+        lits = [u for u in (v if isinstance(v, (list, tuple)) else (v,))
+                if isinstance(u, int) and not isinstance(u, bool)]
+        if not any(u < 0 for u in lits):
+            continue
+        x = n.inputs[0] if n.inputs else None
+        rank = ranks.get(x) if isinstance(x, str) else None
+        if rank is None:
+            raise RuleError(rule.id, f"{n.op} {k} {v!r} counts from the end of "
+                            f"{_ref_name(x) if x is not None else 'a tensor'}, whose rank the "
+                            "rule does not declare")
+        try:
+            attrs[k] = freeze(op.normalize({**attrs, k: v}, [(1,) * rank])[k])
+        except ShapeError as e:
+            raise RuleError(rule.id, str(e)) from None
+        if isinstance(v, list):
+            attrs[k] = list(attrs[k])
+    return n if attrs == n.attrs else PNode(n.op, list(n.inputs), attrs)
+
+
+def _normalized_dims(rule: Rule, v: Any, ranks: dict[str, int]) -> Any:
+    if isinstance(v, dict) and "dim" in v:
+        ref, axis = v["dim"]
+        return {"dim": (ref, _axis_of(rule, ref, axis, ranks, "size"))}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_normalized_dims(rule, u, ranks) for u in v)
+    return v
+
+
+# ---- constraints ---------------------------------------------------------------------
+def rank_of(rule: Rule, var: str) -> int | None:
+    return rule.vars.get(var, {}).get("rank")
+
+
+def var_fits(rule: Rule, var: str, shape: tuple[int, ...], weight_only: bool) -> bool:
+    """Do a variable's own constraints (rank, weight-only) hold for a tensor?"""
+    c = rule.vars.get(var, {})
+    if c.get("weight") and not weight_only:
+        return False
+    r = c.get("rank")
+    return r is None or len(shape) == r
+
+
+def same_dims(rule: Rule) -> list[tuple[str, int, str, int]]:
+    """The "same_dim" constraints, as (variable, axis, other variable, other axis);
+    axes non-negative (`checked`)."""
+    return rule.same_dims()
+
+
+def same_dims_hold(rule: Rule, shapes: dict[str, tuple[int, ...]]) -> bool:
+    for v, a, u, b in rule.same_dims():
+        sv, su = shapes[v], shapes[u]
+        if a >= len(sv) or b >= len(su) or sv[a] != su[b]:
+            return False
+    return True
+
+
+def axis_variables(rule: Rule) -> list[tuple[str, str, str, Ref, int]]:
+    """Where an attribute variable stands for an axis: (side, variable name, kind,
+    the node's first input, node index). The optimizer binds such a variable
+    only to a non-negative axis in range, the proof's hypothesis."""
+    out = []
+    for side, nodes in (("src", rule.src), ("dst", rule.dst)):
+        for i, n in enumerate(nodes):
+            for k, kind in OPS[n.op].axes.items():
+                v = n.attrs.get(k)
+                for u in (v if isinstance(v, (list, tuple)) else (v,)):
+                    if isinstance(u, str) and u.startswith("?") and n.inputs:
+                        out.append((side, u[1:], kind, n.inputs[0], i))
+    return out
+
+
+# ---- attributes ----------------------------------------------------------------------
+def attr_value(v: Any, env: dict, binds: dict) -> Any:
+    """A pattern attribute's concrete value: attribute variables from `binds`,
+    sizes from the shapes of the tensors in `env` (anything with `.shape`)."""
+    if isinstance(v, str) and v.startswith("?"):
+        return binds[v[1:]]
+    if isinstance(v, dict) and "dim" in v:
+        ref, axis = v["dim"]
+        return env[ref if isinstance(ref, str) else tuple(ref)].shape[axis]
+    if isinstance(v, (list, tuple)):
+        return tuple(attr_value(u, env, binds) for u in v)
+    return v
+
+
+def bind(pv: Any, av: Any, binds: dict) -> bool:
+    """Bind the attribute variables in a pattern value to a node's value (or
+    check a binding made earlier); False where they disagree."""
+    if isinstance(pv, str) and pv.startswith("?"):
+        name, av = pv[1:], freeze(av)
+        if name in binds:
+            return binds[name] == av
+        binds[name] = av
+        return True
+    if isinstance(pv, (list, tuple)) and isinstance(av, (list, tuple)):
+        return len(pv) == len(av) and all(bind(p, a, binds) for p, a in zip(pv, av))
+    return True
+
+
+_PATTERNS: dict[tuple, tuple[dict, tuple]] = {}
+
+
+def source_attrs(op_name: str, pattern: dict) -> tuple[dict, tuple]:
+    """A source node's attribute pattern with defaults filled in (an absent
+    required attribute matches anything), and those of its values that are
+    plain (no variable, size or string), compared as they are."""
+    key = (op_name, repr(pattern))
+    if key not in _PATTERNS:
+        op = OPS[op_name]
+        full = {k: pattern[k] if k in pattern else d for k, d in op.attrs.items()
+                if k in pattern or d is not None}
+        literal = tuple((k, freeze(v)) for k, v in full.items() if _plain(v))
+        _PATTERNS[key] = (full, literal)
+    return _PATTERNS[key]
+
+
+def _plain(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_plain(u) for u in v)
+    return not isinstance(v, (str, dict))
+
+
+def bind_attrs(op_name: str, pattern: dict, actual: dict, in_shapes, env, binds) -> bool:
+    """Does a node's attribute dict satisfy a source pattern's? Unspecified
+    attributes must have their default (required ones match anything); "?x"
+    binds or must equal its binding; the rest are compared after the operator
+    resolves symbolic values (e.g. "same" pads) for these input shapes."""
+    op = OPS[op_name]
+    full, literal = source_attrs(op_name, pattern)
+    for k, v in literal:  # the cheap rejections first
+        a = actual.get(k)
+        if not isinstance(a, str) and freeze(a) != v:
+            return False
+    if len(literal) == len(full) and not any(isinstance(actual.get(k), str) for k in full):
+        return True
+    for k, pv in full.items():
+        if not bind(pv, actual.get(k), binds):
+            return False
+    concrete = {k: attr_value(v, env, binds) for k, v in full.items()}
+    want = op.resolve({**actual, **concrete}, in_shapes)
+    have = op.resolve(dict(actual), in_shapes)
+    return all(freeze(want[k]) == freeze(have[k]) for k in full)
+
+
+def target_attrs(node: PNode, in_shapes: list[tuple[int, ...]], env: dict,
+                 binds: dict) -> dict[str, Any]:
+    """A target node's concrete attributes for these input shapes: variables and
+    sizes substituted, symbolic values resolved, axes normalised."""
+    op = OPS[node.op]
+    a = dict(op.make_attrs(**{k: attr_value(v, env, binds) for k, v in node.attrs.items()}))
+    return op.normalize(op.resolve(a, in_shapes), in_shapes)
+
+
+# ---- instantiation -------------------------------------------------------------------
+def instantiate(rule: Rule, side: str, shapes: dict[str, tuple[int, ...]],
+                attr_values: dict[str, Any] | None = None, graph=None, sources=None):
+    """Build one side of `rule` as a concrete `taso.Graph` over variables of the
+    given shapes. Variables become graph inputs named after them (or the tensors
+    in `sources`, for grafting into an existing `graph`). Attribute variables take
+    `attr_values`. Returns (graph, {ref: Tensor}) with the mapped outputs marked in
+    order."""
+    from taso.ir import Graph
+
+    g = graph if graph is not None else Graph()
+    env: dict[Any, Any] = dict(sources or {})
+    for v in rule.variables():
+        if v not in env:
+            env[v] = g.new_input(shapes[v], name=v)
+    nodes = rule.src if side == "src" else rule.dst
+    for i, n in enumerate(nodes):
+        ins = [env[r] for r in n.inputs]
+        attrs = {k: attr_value(v, env, attr_values or {}) for k, v in n.attrs.items()}
+        outs = g.add_node(n.op, ins, **attrs)
+        for k, t in enumerate(outs):
+            env[(i, k)] = t
+    for s, d in rule.outputs:
+        g.mark_output(env[s if side == "src" else d])
+    return g, env
