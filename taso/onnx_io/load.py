@@ -43,13 +43,16 @@ RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifor
 
 
 def load_onnx(src: str | os.PathLike | bytes | onnx.ModelProto,
-              input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+              input_shapes: Mapping[str, Sequence[int]] | None = None, *,
+              freeze_initializers: bool = False) -> Graph:
     """Load an ONNX model (a path, serialized bytes or a ModelProto) as a Graph.
-    Symbolic input dimensions must be bound by `input_shapes`."""
+    An initializer that is also a graph input (an overridable default) stays
+    an input with that default unless `freeze_initializers`, which makes it a
+    weight like any other."""
     model = read_model(src)
     _bind_inputs(model, input_shapes or {})
     model = _normalize(model)
-    return _Loader(model).run()
+    return _Loader(model, freeze_initializers).run()
 
 
 def read_model(src: Any) -> onnx.ModelProto:
@@ -370,8 +373,9 @@ def _strip(names: Sequence[str]) -> list[str]:
 
 
 class _Loader:
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, freeze_initializers: bool = False):
         self.model = model
+        self.freeze = freeze_initializers
         self.g = Graph()
         self.tensors: dict[str, Tensor] = {}
         self.opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version
@@ -402,12 +406,18 @@ class _Loader:
             shape = tuple(d.dim_value for d in tt.shape.dim)
             feeds[vi.name] = (shape, dtype_name(tt.elem_type))
             self.tensors[vi.name] = self.g.new_input(shape, vi.name, feeds[vi.name][1])
+        listed = {vi.name for vi in graph.input}
         for name, t in inits.items():
             try:
                 data = numpy_helper.to_array(t)
             except Exception as e:
                 raise ModelError(f"initializer {name!r} cannot be read: {first_line(e)}") from None
-            self.tensors[name] = self.weight(data, name)
+            if name in listed and not self.freeze:
+                # An overridable default: a caller may feed another value.
+                self.tensors[name] = self.g.new_input(data.shape, name, array_dtype(data),
+                                                      default=data)
+            else:
+                self.tensors[name] = self.weight(data, name)
         order = _topo_order(graph, set(self.tensors))
         self._fill_types(list(graph.node), feeds)
         for k in order:
