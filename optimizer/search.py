@@ -264,8 +264,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         original = fold_weights(g) if fold else g
         try:
             before_ms, after_ms = time_models([original, out])
-        except NotImplementedError as e:  # a node the device cannot run (cupy: opaque)
-            log.warning("the whole-model timing was skipped: %s", e)
+        except Exception as e:  # a node the device cannot run (cupy: opaque), a failed run
+            log.warning("the whole-model timing was skipped: %s",
+                        str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
         else:
             timed = {"original_ms": before_ms, "optimized_ms": after_ms,
                          "kept": after_ms < (1 - model.measured_gain) * before_ms,
