@@ -184,9 +184,8 @@ def _optimize(args: argparse.Namespace) -> int:
         else:
             original = read_model(args.input)
         graph = taso.load_onnx(original, dict(args.input_shape) or None,
-                               freeze_initializers=args.freeze_initializers)
-        if args.static:
-            graph.dim_params, graph.output_dim_params = {}, {}
+                               freeze_initializers=args.freeze_initializers,
+                               static=args.static)
         problem = inputs_too_large(graph)
         if problem:
             print(f"taso-opt: {problem}", file=sys.stderr)

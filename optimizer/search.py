@@ -279,10 +279,33 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     out.dim_params = dict(g.dim_params)
     out.output_dim_params = dict(g.output_dim_params)
     max_error = None
+    notes: list[str] = []
     if check:
-        from .check import check_result
+        from .check import BindingError, check_result
 
-        max_error = check_result(g, out, dict(applied), seed=check_seed, reference=reference)
+        try:
+            max_error = check_result(g, out, dict(applied), seed=check_seed,
+                                     reference=reference)
+        except BindingError as e:
+            # A rewrite sized something by the searched binding (a split of the
+            # batch rows, a reshape back to them): search again without the
+            # rules whose target side reads a dim, whose results hold for every
+            # binding; else the result is valid at one binding only.
+            safe = [r for r in rule_list if binding_free(r)]
+            if not applied or len(safe) == len(rule_list):
+                raise _one_binding(e, g) from None
+            log.info("the result holds at the searched binding only (%s); searching again "
+                     "without the %d rules that size by a dim", e, len(rule_list) - len(safe))
+            try:
+                again = run_search(graph, alpha, budget, safe, model, partition, True, fold,
+                                   time_limit, min_gain, timing, progress, True, check_seed,
+                                   reference)
+            except BindingError as e2:
+                raise _one_binding(e2, g) from None
+            again.extra["notes"] = [f"rules that size by a dim were left out: with them the "
+                                    f"result held at the searched binding only ({e})"]
+            return again
+    t3 = time.perf_counter()
     t3 = time.perf_counter()
     # The cost the result was judged by: fused where the device fuses.
     price = model.graph_cost if getattr(model, "fuses", False) else \
@@ -294,10 +317,33 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         core_seconds=found.core_seconds, fold_seconds=t2 - t1, pieces=found.pieces,
         distinct_pieces=found.distinct_pieces,
         num_rules=len(engine.rules), cost_model=model.name, max_error=max_error,
-        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters),
+        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters), "notes": notes,
                "timed": timed, "costs_measured": _costs_measured(model, timed_before),
                "passes": passes})
     return report
+
+
+def binding_free(rule: Rule) -> bool:
+    """Whether no attribute of the rule's target side is read off a dim (a
+    split's sizes, a reshape's target), which would bake one binding of a
+    symbolic dim into the result."""
+    def reads_dim(v: Any) -> bool:
+        if isinstance(v, dict):
+            return "dim" in v or any(reads_dim(u) for u in v.values())
+        if isinstance(v, (list, tuple)):
+            return any(reads_dim(u) for u in v)
+        return False
+
+    return not any(reads_dim(n.attrs) for n in rule.dst)
+
+
+def _one_binding(e: Exception, g: Graph) -> Exception:
+    from taso.errors import CheckError
+
+    at = ", ".join(f"{p}={d}" for n in g.inputs
+                   for d, p in zip(n.shapes[0], g.dim_params.get(n.name, ())) if p)
+    return CheckError(f"the result holds at the searched binding ({at}) only: {e}; pass "
+                      f"static=True (taso-opt --static) to write it at that binding")
 
 
 @dataclass
