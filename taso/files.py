@@ -21,7 +21,20 @@ def output_path_problem(path: str | os.PathLike, flag: str = "--output") -> str 
     regular file (new or replaced), a character device (/dev/null) or a FIFO
     (written through) can; a folder, a socket or a block device cannot."""
     out = Path(path)
-    if str(path) == "" or out.is_dir():  # "" names the working folder
+    if str(path) == "":  # "" names the working folder
+        return f"{flag} '' is not a file path"
+    try:
+        limit = name_max(out.absolute().parent if out.absolute().parent.is_dir() else "/")
+        if len(os.fsencode(out.name)) > limit:
+            return (f"{flag}: the file name is longer than this file system allows "
+                    f"({limit} bytes)")
+        return _path_problem(out, path, flag)
+    except OSError as e:  # a path the system refuses to look at
+        return f"{flag} {str(path)!r}: {e.strerror or e}"
+
+
+def _path_problem(out: Path, path: str | os.PathLike, flag: str) -> str | None:
+    if out.is_dir():
         return f"{flag} {str(path)!r} is not a file path"
     if out.exists() and not (out.is_file() or write_through(out)):
         return f"{flag} {str(path)!r} is not a regular file, a character device or a FIFO"
@@ -37,9 +50,6 @@ def output_path_problem(path: str | os.PathLike, flag: str = "--output") -> str 
         return None if os.access(out, os.W_OK) else f"{flag}: cannot write {str(path)!r}"
     if not os.access(folder, os.W_OK):
         return f"{flag}: cannot write in {str(folder)!r}"
-    limit = name_max(folder)
-    if len(os.fsencode(out.name)) > limit:
-        return f"{flag}: the file name is longer than this file system allows ({limit} bytes)"
     return None
 
 

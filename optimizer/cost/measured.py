@@ -95,7 +95,7 @@ VALUE_LIMIT = 4096
 
 def value_kind(data: Any) -> str:
     """The kind of a constant input timed with its own value `data`."""
-    data = np.ascontiguousarray(data)
+    data = np.array(data)  # a copy, 0-d kept (ascontiguousarray makes it 1-d)
     m = hashlib.blake2b(repr((data.dtype.str, data.shape)).encode(), digest_size=8)
     m.update(data.tobytes() if data.dtype != object else repr(data.tolist()).encode())
     digest = m.hexdigest()

@@ -242,6 +242,10 @@ def _check_tensor_input(vi: onnx.ValueInfoProto) -> None:
         raise ModelError(f"input {vi.name!r} is a {kind or 'untyped value'}, not a tensor")
     if vi.type.tensor_type.elem_type == TensorProto.UNDEFINED:
         raise ModelError(f"input {vi.name!r} has no element type")
+    for k, d in enumerate(vi.type.tensor_type.shape.dim):
+        if d.HasField("dim_value") and d.dim_value < 0:
+            raise ModelError(f"input {vi.name!r} dim {k} is {d.dim_value}: a dimension cannot "
+                             f"be negative")
 
 
 def _opset_of(model: onnx.ModelProto, domain: str = "") -> int:
