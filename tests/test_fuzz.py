@@ -55,8 +55,8 @@ def test_random_models_optimize_right_or_are_refused_analytic(model):
 
 @pytest.mark.slow  # measures costs on this CPU
 @settings(max_examples=25, **SLOW)
-@given(models())
-def test_random_models_optimize_right_or_are_refused_ort(model, tmp_path_factory):
+@given(model=models())
+def test_random_models_optimize_right_or_are_refused_ort(tmp_path_factory, model):
     cache = str(tmp_path_factory.getbasetemp() / "fuzz-costs.json")
     for via in ("api", "cli"):
         _assert_clean(*run_one(model, via, "ort", cache=cache))
