@@ -34,7 +34,7 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
     if m:
         rows.append(("costs measured", f"{m['new']} new in {m['seconds']:.1f} s"
                                        + (f" (cache {m['cache']})" if m["cache"] else "")))
-    v = d.get("validated")
+    v = d.get("timed")
     if v:
         rows.append(("measured", f"{v['original_ms']:.3f} ms -> {v['optimized_ms']:.3f} ms, "
                                  + ("kept" if v["kept"] else "not faster: original kept")))

@@ -44,15 +44,17 @@ SETTLE_PASSES = 2
 
 def set_search_budget(n: int) -> None:
     """Default number of graphs the search expands (per piece)."""
-    if n < 1:
-        raise ValueError("the search budget must be at least 1")
+    problem = argument_problem(budget=n)
+    if problem:
+        raise ValueError(f"the search budget {problem.partition(' ')[2]}")
     DEFAULTS["budget"] = int(n)
 
 
 def set_cost_threshold(alpha: float) -> None:
     """Default alpha: graphs up to alpha times the best cost are still expanded."""
-    if alpha < 1.0:
-        raise ValueError("alpha must be >= 1")
+    problem = argument_problem(alpha=alpha)
+    if problem:
+        raise ValueError(problem)
     DEFAULTS["alpha"] = float(alpha)
 
 
@@ -77,7 +79,13 @@ def configure_logging(level: int | str | None = None) -> None:
     if level is None:
         return
     logger = logging.getLogger("taso")
-    logger.setLevel(level)
+    try:
+        logger.setLevel(level)
+    except (ValueError, TypeError):
+        import sys
+        print(f"taso: ignoring TASO_LOG_LEVEL={level!r} (use debug, info, warning or error)",
+              file=sys.stderr)
+        return
     if not logger.handlers:
         h = logging.StreamHandler()
         h.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
@@ -152,17 +160,33 @@ class SearchReport:
         d["ops_before"] = self.extra.get("ops_before")
         d["core_counters"] = self.extra.get("core")
         d["ops_after"] = self.graph.num_ops()
-        d["validated"] = self.extra.get("validated")
+        d["timed"] = self.extra.get("timed")  # the whole-model timing, where one ran
         d["costs_measured"] = self.extra.get("costs_measured")
         d["passes"] = self.extra.get("passes", 1)  # searches: 1, more after settled timings
         return d
 
 
 # ---- the search ------------------------------------------------------------------------
-_RANGES = {"budget": (lambda v: v >= 1, "must be at least 1"),
-           "alpha": (lambda v: math.isfinite(v) and v >= 1, "must be a finite number >= 1"),
-           "time_limit": (lambda v: math.isfinite(v) and v >= 0, "must be >= 0 seconds"),
-           "min_gain": (lambda v: 0 <= v < 1, "must be in [0, 1)")}
+# The core counts expanded graphs in a C int.
+MAX_BUDGET = 2**31 - 1
+
+
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) or \
+        type(v).__module__ == "numpy" and hasattr(v, "dtype") and v.dtype.kind in "iuf"
+
+
+def _whole(v: Any) -> bool:
+    return _real(v) and math.isfinite(v) and float(v) == int(v)
+
+
+_RANGES = {"budget": (lambda v: _whole(v) and 1 <= v <= MAX_BUDGET,
+                      f"must be a whole number from 1 to {MAX_BUDGET}"),
+           "alpha": (lambda v: _real(v) and math.isfinite(v) and v >= 1,
+                     "must be a finite number >= 1"),
+           "time_limit": (lambda v: _real(v) and math.isfinite(v) and v >= 0,
+                          "must be >= 0 seconds"),
+           "min_gain": (lambda v: _real(v) and 0 <= v < 1, "must be in [0, 1)")}
 
 
 def argument_problem(flags: bool = False, **values: float | None) -> str | None:
@@ -180,28 +204,38 @@ def argument_problem(flags: bool = False, **values: float | None) -> str | None:
 def run_search(graph: Graph, alpha: float | None = None, budget: int | None = None,
                rules: Any = None, cost_model: str | CostModel | Callable | None = None,
                partition: bool = True, unverified: bool = False, fold: bool = True,
-               time_limit: float = 0.0, min_gain: float | None = None, validate: bool = True,
-               progress: Callable[[int, int, int, float], None] | None = None) -> SearchReport:
+               time_limit: float = 0.0, min_gain: float | None = None, timing: bool = True,
+               progress: Callable[[int, int, int, float], None] | None = None,
+               check: bool = True, check_seed: int = 0, reference: Any = None,
+               validate: bool | None = None) -> SearchReport:
     """Optimize `graph`; returns the report with the optimized graph.
     `cost_model`: a name, a CostModel or a function (op, attrs, shapes) -> ms;
     None takes the default (`set_cost_model`; at first "ort", measured on this
     CPU). A piece's rewrite is kept when its whole-graph cost falls by more than
     `min_gain` (a fraction; default: the cost model's own `min_gain`). With a
-    model that can time whole graphs (`time_models`) and `validate`, the
+    model that can time whole graphs (`time_models`) and `timing`, the
     result is kept only if it also measures faster, by more than the model's
-    `measured_gain`.
+    `measured_gain` (`validate` is the old name of `timing`).
+    With `check` (the default) the result is then compared with `graph` (or
+    with `reference`, the ONNX model it was loaded from) in onnxruntime on
+    seeded random inputs (`check_seed`; see `check.check_result`): a mismatch
+    raises `taso.CheckError`, and the report's `max_error` is the largest
+    difference.
     `progress(piece, pieces, expanded, best_cost)` is called while searching;
     piece == pieces is the pass over the joined graph (`refine_joined`), with
     `expanded` the rewrites it has applied."""
     if not isinstance(graph, Graph):
         raise TypeError(f"optimize needs a taso Graph (taso.load_onnx(model) reads one from "
                         f"ONNX), not {type(graph).__name__}")
-    alpha = DEFAULTS["alpha"] if alpha is None else float(alpha)
-    budget = DEFAULTS["budget"] if budget is None else int(budget)
+    if validate is not None:
+        timing = validate
+    alpha = DEFAULTS["alpha"] if alpha is None else alpha
+    budget = DEFAULTS["budget"] if budget is None else budget
     problem = argument_problem(alpha=alpha, budget=budget, time_limit=time_limit,
                                min_gain=min_gain)
     if problem:
         raise ValueError(problem)
+    alpha, budget = float(alpha), int(budget)
     model = get_cost_model(DEFAULTS["cost_model"] if cost_model is None else cost_model)
     margin = model.min_gain if min_gain is None else float(min_gain)
     rule_list = resolve_rules(rules, unverified)
@@ -239,26 +273,57 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     if fold:
         out = fold_weights(out)
     t2 = time.perf_counter()
-    validated = None
+    timed = None
     time_models = getattr(model, "time_models", None)
-    if validate and applied and time_models is not None:
+    if timing and applied and time_models is not None:
         # The last word is the device's: both whole models, timed against each
         # other. Node and chain costs cannot see everything a runtime does
         # with a graph (NasRNN's relu merges: predicted cheaper, ran slower).
         original = fold_weights(g) if fold else g
         try:
             before_ms, after_ms = time_models([original, out])
-        except NotImplementedError as e:  # a node the device cannot run (cupy: opaque)
-            log.warning("the whole-model check was skipped: %s", e)
+        except Exception as e:  # a node the device cannot run (cupy: opaque), a failed run
+            log.warning("the whole-model timing was skipped: %s",
+                        str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
         else:
-            validated = {"original_ms": before_ms, "optimized_ms": after_ms,
+            timed = {"original_ms": before_ms, "optimized_ms": after_ms,
                          "kept": after_ms < (1 - model.measured_gain) * before_ms,
                          "seconds": time.perf_counter() - t2,
                          "rules": dict(sorted(applied.items()))}
-        if validated is not None and not validated["kept"]:
+        if timed is not None and not timed["kept"]:
             log.info("kept the original: it measured %.3f ms, the optimized %.3f ms",
                      before_ms, after_ms)
             out, applied = original, Counter()
+    out.dim_params = dict(g.dim_params)
+    out.output_dim_params = dict(g.output_dim_params)
+    max_error = None
+    notes: list[str] = []
+    if check:
+        from .check import BindingError, check_result
+
+        try:
+            max_error = check_result(g, out, dict(applied), seed=check_seed,
+                                     reference=reference)
+        except BindingError as e:
+            # A rewrite sized something by the searched binding (a split of the
+            # batch rows, a reshape back to them): search again without the
+            # rules whose target side reads a dim, whose results hold for every
+            # binding; else the result is valid at one binding only.
+            safe = [r for r in rule_list if binding_free(r)]
+            if not applied or len(safe) == len(rule_list):
+                raise _one_binding(e, g) from None
+            log.info("the result holds at the searched binding only (%s); searching again "
+                     "without the %d rules that size by a dim", e, len(rule_list) - len(safe))
+            try:
+                again = run_search(graph, alpha, budget, safe, model, partition, True, fold,
+                                   time_limit, min_gain, timing, progress, True, check_seed,
+                                   reference)
+            except BindingError as e2:
+                raise _one_binding(e2, g) from None
+            again.extra["notes"] = [f"rules that size by a dim were left out: with them the "
+                                    f"result held at the searched binding only ({e})"]
+            return again
+    t3 = time.perf_counter()
     t3 = time.perf_counter()
     # The cost the result was judged by: fused where the device fuses.
     price = model.graph_cost if getattr(model, "fuses", False) else \
@@ -269,11 +334,34 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         generated=found.generated, seconds=t3 - t0, search_seconds=t1 - t0,
         core_seconds=found.core_seconds, fold_seconds=t2 - t1, pieces=found.pieces,
         distinct_pieces=found.distinct_pieces,
-        num_rules=len(engine.rules), cost_model=model.name,
-        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters),
-               "validated": validated, "costs_measured": _costs_measured(model, timed_before),
+        num_rules=len(engine.rules), cost_model=model.name, max_error=max_error,
+        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters), "notes": notes,
+               "timed": timed, "costs_measured": _costs_measured(model, timed_before),
                "passes": passes})
     return report
+
+
+def binding_free(rule: Rule) -> bool:
+    """Whether no attribute of the rule's target side is read off a dim (a
+    split's sizes, a reshape's target), which would bake one binding of a
+    symbolic dim into the result."""
+    def reads_dim(v: Any) -> bool:
+        if isinstance(v, dict):
+            return "dim" in v or any(reads_dim(u) for u in v.values())
+        if isinstance(v, (list, tuple)):
+            return any(reads_dim(u) for u in v)
+        return False
+
+    return not any(reads_dim(n.attrs) for n in rule.dst)
+
+
+def _one_binding(e: Exception, g: Graph) -> Exception:
+    from taso.errors import CheckError
+
+    at = ", ".join(f"{p}={d}" for n in g.inputs
+                   for d, p in zip(n.shapes[0], g.dim_params.get(n.name, ())) if p)
+    return CheckError(f"the result holds at the searched binding ({at}) only: {e}; pass "
+                      f"static=True (taso-opt --static) to write it at that binding")
 
 
 @dataclass
@@ -440,7 +528,9 @@ def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: flo
 def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None,
              rules: Any = None, cost_model: str | CostModel | Callable | None = None,
              **options: Any) -> Graph:
-    """The optimized graph (weight-only subgraphs folded). Options: partition,
-    unverified, fold, time_limit, min_gain, validate (see `run_search`)."""
+    """The optimized graph (weight-only subgraphs folded), checked against
+    `graph` in onnxruntime unless check=False (a mismatch raises
+    `taso.CheckError`). Options: partition, unverified, fold, time_limit,
+    min_gain, timing, check, check_seed (see `run_search`)."""
     return run_search(graph, alpha, budget, rules, cost_model, **options).graph
 

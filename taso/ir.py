@@ -68,6 +68,12 @@ class Graph:
         self.output_names: list[str] = []
         self._next = 0
         self._rng = np.random.default_rng(seed)
+        # Symbolic dimensions the graph stands for (load_onnx of a model with
+        # dim_params): input name -> per axis the dim_param or None, and the
+        # same for outputs by name. The shapes themselves are those of one
+        # binding; export_onnx writes these names back.
+        self.dim_params: dict[str, tuple[str | None, ...]] = {}
+        self.output_dim_params: dict[str, tuple[str | None, ...]] = {}
 
     # ---- construction ----------------------------------------------------------
     def add_node(self, op: str, inputs: Sequence[Tensor], name: str | None = None,
@@ -82,7 +88,15 @@ class Graph:
         shapes = [t.shape for t in inputs]
         if o.axes:  # axes held non-negative: one meaning for rules and proofs
             attr_tuple = o.make_attrs(**o.normalize(dict(attr_tuple), shapes))
-        out = o.out_shapes(dict(attr_tuple), shapes)
+        try:
+            out = o.out_shapes(dict(attr_tuple), shapes)
+        except (ZeroDivisionError, OverflowError, TypeError) as e:  # a stride of 0, a bad type
+            raise ShapeError(f"{op}: attributes {dict(attr_tuple)} do not apply to input "
+                             f"shapes {shapes}: {e}") from None
+        for s in out:
+            if any(d < 0 for d in s):
+                raise ShapeError(f"{op}: negative output dimension {s} from input shapes "
+                                 f"{shapes}")
         dtypes = self._dtypes(o, dict(attr_tuple), [t.dtype for t in inputs], len(out))
         nid = self._next
         self._next += 1
@@ -109,15 +123,24 @@ class Graph:
         return (in_dtypes[0] if in_dtypes else "float32",) * n
 
     def new_input(self, dims: Sequence[int], name: str | None = None,
-                  dtype: str = "float32") -> Tensor:
+                  dtype: str = "float32", default: np.ndarray | None = None) -> Tensor:
+        """An activation fed at run time. With `default` it is an overridable
+        initializer: ONNX lists it among the inputs and initializers, a run
+        that does not feed it reads the default, and no rewrite folds it."""
+        dims = _dims(dims, "new_input")
         name = name or f"input{len(self.inputs)}"
-        return self.add_node("input", [], name=name, shape=tuple(dims), dtype=dtype)[0]
+        if default is not None:
+            default = np.asarray(default)
+            if tuple(default.shape) != dims:
+                raise ShapeError(f"input {name!r}: default of shape {default.shape} != dims "
+                                 f"{dims}")
+        return self.add_node("input", [], name=name, shape=dims, dtype=dtype, data=default)[0]
 
     def new_weight(self, dims: Sequence[int], data: np.ndarray | None = None,
                    name: str | None = None, scale: float | None = None) -> Tensor:
         """A weight with the given data, or random data (He-style scale by fan-in
         unless `scale` is given) so activations stay O(1) through deep models."""
-        dims = tuple(int(d) for d in dims)
+        dims = _dims(dims, "new_weight")
         if data is None:
             fan_in = int(np.prod(dims[1:])) if len(dims) > 1 else 1
             s = scale if scale is not None else (2.0 / max(fan_in, 1)) ** 0.5
@@ -132,6 +155,9 @@ class Graph:
                              dtype=str(data.dtype))[0]
 
     def mark_output(self, t: Tensor, name: str | None = None) -> Tensor:
+        if not isinstance(t, Tensor) or t.graph is not self or t.node not in self.nodes \
+                or not 0 <= t.index < len(self.nodes[t.node].shapes):
+            raise ShapeError(f"mark_output: {t!r} is not a tensor of this graph")
         self.outputs.append(t.ref)
         self.output_names.append(name or f"output{len(self.outputs) - 1}")
         return t
@@ -220,9 +246,12 @@ class Graph:
             if n.id not in live:
                 continue
             if n.op == "input":
-                if n.name not in feeds:
+                if n.name in feeds:
+                    vals[n.id] = [feeds[n.name]]
+                elif n.data is not None:  # an overridable initializer: its default
+                    vals[n.id] = [n.data]
+                else:
                     raise KeyError(f"no value fed for input {n.name!r}")
-                vals[n.id] = [feeds[n.name]]
             elif n.op == "weight":
                 vals[n.id] = [weight_value(n)]
             else:
@@ -251,11 +280,25 @@ class Graph:
             return dict(inputs)
         return {n.name: x for n, x in zip(self.inputs, inputs)}
 
-    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+    def random_inputs(self, seed: int = 0, overridable: bool = False) -> dict[str, np.ndarray]:
         """Seeded standard-normal float inputs (small non-negative ints for int
-        inputs), keyed by input name."""
+        inputs), keyed by input name. An overridable initializer gets its
+        default, or with `overridable` a random value too where it is a float
+        (an integer one is usually a shape or an index, which only its
+        default keeps valid)."""
         rng = np.random.default_rng(seed)
-        return {n.name: random_array(n.shapes[0], n.dtypes[0], rng) for n in self.inputs}
+        out = {}
+        for n in self.inputs:
+            x = random_array(n.shapes[0], n.dtypes[0], rng)
+            if n.data is not None and not (overridable and n.dtypes[0].startswith("float")):
+                x = n.data
+            out[n.name] = x
+        return out
+
+    @property
+    def overridable(self) -> list[Node]:
+        """Inputs with a default value (ONNX initializers listed as inputs)."""
+        return [n for n in self.inputs if n.data is not None]
 
     # ---- editing ----------------------------------------------------------------
     def pruned(self) -> Graph:
@@ -273,6 +316,8 @@ class Graph:
             g._next += 1
         g.outputs = [(remap[p], i) for p, i in self.outputs]
         g.output_names = list(self.output_names)
+        g.dim_params = dict(self.dim_params)
+        g.output_dim_params = dict(self.output_dim_params)
         return g
 
     def summary(self) -> str:
@@ -285,6 +330,18 @@ class Graph:
                f"{sum(counts.values())} ops [{body}], {len(self.outputs)} outputs)"
 
     __repr__ = summary
+
+
+def _dims(dims: Sequence[int], what: str) -> tuple[int, ...]:
+    """`dims` as a tuple of non-negative ints, or a ShapeError naming them."""
+    try:
+        out = tuple(dims)
+    except TypeError:
+        raise ShapeError(f"{what}: dims must be a sequence of ints, got {dims!r}") from None
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_))
+               and d >= 0 for d in out):
+        raise ShapeError(f"{what}: dims must be non-negative ints, got {dims!r}")
+    return tuple(int(d) for d in out)
 
 
 def new_graph(seed: int = 0) -> Graph:

@@ -132,12 +132,12 @@ def test_the_search_report_says_what_was_measured(tmp_path):
     path = tmp_path / "costs.json"
     g = merged_matmuls()
     first = CountingDevice(path)
-    r = run_search(g, budget=5, rules=[], cost_model=first, validate=False)
+    r = run_search(g, budget=5, rules=[], cost_model=first, timing=False)
     assert r.to_json()["costs_measured"] == {"new": first.measured, "seconds": pytest.approx(
         first.measure_seconds, abs=1e-3), "cache": str(path)} and first.measured > 0
     assert f"{first.measured} new in" in summary_text(r)
     first.save()
-    r = run_search(g, budget=5, rules=[], cost_model=CountingDevice(path), validate=False)
+    r = run_search(g, budget=5, rules=[], cost_model=CountingDevice(path), timing=False)
     assert r.to_json()["costs_measured"]["new"] == 0  # all from the cache
     plain = run_search(g, budget=5, rules=[], cost_model="analytic")
     assert plain.to_json()["costs_measured"] is None

@@ -532,13 +532,21 @@ def _symbolic_model() -> onnx.ModelProto:
                     initializers=[w])
 
 
-def test_symbolic_dims_are_refused_or_bound():
+def test_symbolic_dims_load_at_a_representative_binding_and_stay_symbolic():
     model = _symbolic_model()
-    with pytest.raises(taso.ModelError,
-                       match=r"input 'x' dim 0 \('batch'\) is symbolic: pass input_shapes"):
-        taso.load_onnx(model)
-    g = taso.load_onnx(model, input_shapes={"x": [3, 4]})
-    assert g.inputs[0].shapes == ((3, 4),)
+    g = taso.load_onnx(model)  # no binding needed: a batch-like dim is searched at 1
+    assert g.inputs[0].shapes == ((1, 4),) and g.dim_params == {"x": ("batch", None)}
+    assert "searched at batch=1" in g.notes[0]
+    exported = taso.export_onnx(g)
+    assert exported.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    for n in (1, 5):  # the export runs at any batch
+        feeds = {"x": np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)}
+        assert_same(run(model, feeds), run(exported, feeds))
+    g = taso.load_onnx(model, input_shapes={"x": [3, 4]})  # the binding searched at
+    assert g.inputs[0].shapes == ((3, 4),) and g.dim_params == {"x": ("batch", None)}
+    g = taso.load_onnx(model, input_shapes={"x": [3, 4]}, static=True)
+    assert g.inputs[0].shapes == ((3, 4),) and not g.dim_params
+    assert taso.export_onnx(g).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
     feeds = {"x": np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)}
     assert_same(run(model, feeds), run(taso.export_onnx(g), feeds))
     with pytest.raises(taso.ModelError, match=r"input 'x' dim 1 is 4 in the model"):
@@ -546,8 +554,31 @@ def test_symbolic_dims_are_refused_or_bound():
     with pytest.raises(taso.ModelError, match=r"not graph inputs"):
         taso.load_onnx(model, input_shapes={"nope": [1]})
 
-    with pytest.raises(taso.ModelError, match=r"--input-shape x=D0,D1"):
-        taso.load_onnx(model)
+
+def test_a_node_that_reads_the_bound_value_stays_as_written():
+    # view(N, -1) as torch exports it: Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax"),
+             numpy_helper.from_array(np.array([-1], np.int64), "rest")]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Shape", ["r"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"]),
+             helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+             helper.make_node("Concat", ["n1", "rest"], ["t"], axis=0),
+             helper.make_node("Reshape", ["r", "t"], ["y"])]
+    model = model_of(nodes, [x], [y], initializers=inits)
+    g = taso.load_onnx(model)
+    ops = [n.a.get("onnx_type", n.op) for n in g.topo_order() if n.op not in ("input", "weight")]
+    assert ops == ["relu", "Shape", "Gather", "Unsqueeze", "Concat", "Reshape"]
+    assert g.output_dim_params == {"y": ("N", None)}
+    static = taso.load_onnx(model, static=True)  # folded at N=1
+    assert [n.op for n in static.topo_order() if n.op not in ("input", "weight")] == \
+        ["relu", "reshape"]
+    out = taso.export_onnx(g)
+    for n in (1, 4):
+        feeds = {"x": np.random.default_rng(n).standard_normal((n, 2, 3)).astype(np.float32)}
+        assert_same(run(model, feeds), run(out, feeds))
 
 
 def _two_batch_inputs() -> onnx.ModelProto:

@@ -141,12 +141,12 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
 
     g = _chain([(512, 512), (512, 512), (512, 1)])
     r = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed())
-    assert r.extra["validated"]["kept"] is kept
-    assert r.extra["validated"]["rules"] == {"reassoc": 1}  # what was checked, kept or not
+    assert r.extra["timed"]["kept"] is kept
+    assert r.extra["timed"]["rules"] == {"reassoc": 1}  # what was timed, kept or not
     assert r.rules_applied == ({"reassoc": 1} if kept else {})
     assert (r.cost_after < r.cost_before) is kept
-    unchecked = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed(), validate=False)
-    assert unchecked.rules_applied == {"reassoc": 1} and unchecked.extra["validated"] is None
+    untimed = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed(), timing=False)
+    assert untimed.rules_applied == {"reassoc": 1} and untimed.extra["timed"] is None
 
 
 def test_matmul_chain_is_kept_when_reassociation_costs_more():
@@ -635,7 +635,11 @@ def test_defaults_setters_validate():
     with pytest.raises(ValueError):
         set_search_budget(0)
     with pytest.raises(ValueError):
+        set_search_budget(10**30)
+    with pytest.raises(ValueError):
         set_cost_threshold(0.5)
+    with pytest.raises(ValueError):
+        set_cost_threshold(float("nan"))
     set_search_budget(1000)
     set_cost_threshold(1.05)
 
@@ -672,8 +676,13 @@ def test_public_api():
 
 @pytest.mark.parametrize("args, error, words", [
     ({"graph": "model.onnx"}, TypeError, "taso.load_onnx"),
-    ({"budget": 0}, ValueError, "budget must be at least 1"),
+    ({"budget": 0}, ValueError, "budget must be a whole number from 1"),
+    ({"budget": 10**30}, ValueError, "budget must be a whole number from 1"),
+    ({"budget": float("inf")}, ValueError, "budget must be a whole number"),
+    ({"budget": 2.5}, ValueError, "budget must be a whole number"),
+    ({"budget": "10"}, ValueError, "budget must be a whole number"),
     ({"alpha": 0.9}, ValueError, "alpha must be"),
+    ({"alpha": "1.1"}, ValueError, "alpha must be"),
     ({"alpha": float("nan")}, ValueError, "alpha must be"),
     ({"time_limit": -1.0}, ValueError, "time_limit must be"),
     ({"min_gain": 1.0}, ValueError, "min_gain must be"),

@@ -18,6 +18,8 @@ whatever the runtime fuses of it is measured as fused.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import time
 from collections import Counter
@@ -25,11 +27,15 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
+
 from taso.ir import Graph
 from taso.ops import get_op
 
 from . import SOURCE_OPS, CostModel, Shape, constant_nodes
 from .cache import CostCache
+
+log = logging.getLogger("taso.optimizer")
 
 OVERHEAD_KEY = ("run-overhead",)
 
@@ -77,6 +83,57 @@ def const_value(kind: str) -> float | None:
     return float(kind[1:]) if kind.startswith("=") else None
 
 
+# Constant inputs of opaque nodes are timed with their own values (kind
+# "v:<digest>"): indices, shapes, axes, scales, pads or a condition, which a
+# random value would make invalid (a Gather index out of range, a Resize scale
+# of 0) or change the work of (TopK's k, Tile's repeats).
+_VALUES: dict[str, Any] = {}
+# Float constants up to this many elements keep their value too; larger ones
+# are weights, random values time alike.
+VALUE_LIMIT = 4096
+
+
+def value_kind(data: Any) -> str:
+    """The kind of a constant input timed with its own value `data`."""
+    data = np.array(data)  # a copy, 0-d kept (ascontiguousarray makes it 1-d)
+    m = hashlib.blake2b(repr((data.dtype.str, data.shape)).encode(), digest_size=8)
+    m.update(data.tobytes() if data.dtype != object else repr(data.tolist()).encode())
+    digest = m.hexdigest()
+    _VALUES.setdefault(digest, data)
+    return "v:" + digest
+
+
+def kind_value(kind: str) -> Any:
+    """The value of a constant input of kind "v:<digest>", else None."""
+    return _VALUES.get(kind[2:]) if kind.startswith("v:") else None
+
+
+def is_const_kind(kind: str) -> bool:
+    return kind == "w" or kind[:1] == "=" or kind[:2] == "v:"
+
+
+def opaque_kinds(graph: Graph, n: Any, const: set[int]) -> tuple[str, ...]:
+    """The kinds of an opaque node's inputs: its own value for a constant that
+    is data, or small, or not a float; "w" for a large float weight; "x" for an
+    activation."""
+    kinds = []
+    for p, _ in n.inputs:
+        src = graph.nodes[p]
+        if p not in const:
+            kinds.append("x")
+        elif src.op == "weight" and src.data is not None and (
+                not src.dtypes[0].startswith("float") or src.data.size <= VALUE_LIMIT):
+            kinds.append(value_kind(src.data))
+        else:
+            kinds.append("w")
+    return tuple(kinds)
+
+
+def _kind(c: Any) -> str:
+    """An input's kind from a constant flag (True: "w", False: "x") or a kind."""
+    return c if isinstance(c, str) else ("w" if c else "x")
+
+
 def link_source(kind: str, k: int) -> int | None:
     """The index of the link whose output an input of kind `kind` of link `k`
     is, or None for one fed from outside the chain."""
@@ -99,7 +156,7 @@ MAX_CHAIN = 8  # a product, its bias and a GELU decomposed into five nodes
 # value, then activations, then constants; then by shape): two timings of one
 # program differ by the session's noise (up to 20% for BERT's 3072x768 chain),
 # which would otherwise make an operand swap look like a gain or a loss.
-KIND_ORDER = {"p": 0, "@": 1, "x": 2, "w": 3, "=": 3}  # by a kind's first character
+KIND_ORDER = {"p": 0, "@": 1, "x": 2, "w": 3, "=": 3, "v": 3}  # by a kind's first character
 
 
 def canonical_inputs(op: str, ins: Sequence[tuple[str, Shape, str]]) -> tuple:
@@ -189,6 +246,9 @@ class MeasuredCostModel(CostModel):
         # of its nodes, as the backend times it (`model_context`); part of every
         # key, empty where the backend has nothing to say.
         self.context: tuple = ()
+        self._opaque: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._fallback_said: set[str] = set()
+        self._analytic: CostModel | None = None
 
     fuses = False  # whether graph_cost times fusable chains as one program
     # Whether whole-model predictions are scaled to the device's speed now
@@ -214,7 +274,7 @@ class MeasuredCostModel(CostModel):
                   consts: tuple[bool, ...], dtypes: Sequence[str] | None) -> float:
         """Milliseconds of one run of a one-node program (overhead included)."""
         dtypes = list(dtypes or ["float32"] * len(shapes))
-        return self.time_chain([(op, attrs, tuple(("w" if c else "x", s, d) for s, c, d
+        return self.time_chain([(op, attrs, tuple((_kind(c), s, d) for s, c, d
                                                    in zip(shapes, consts, dtypes)))])
 
     def time_overhead(self) -> float:
@@ -228,6 +288,15 @@ class MeasuredCostModel(CostModel):
 
     def price_within(self, graph: Graph) -> None:
         self.context = self.model_context(graph)
+        # The search core asks for an opaque node's cost by its attributes and
+        # input shapes alone: its input dtypes and constant values come from here.
+        const = constant_nodes(graph)
+        for n in graph.topo_order():
+            if n.op == "opaque":
+                shapes = tuple(tuple(graph.nodes[p].shapes[i]) for p, i in n.inputs)
+                self._opaque[(tuple(sorted(n.attrs)), shapes)] = (
+                    opaque_kinds(graph, n, const),
+                    tuple(graph.nodes[p].dtypes[i] for p, i in n.inputs))
 
     # ---- the interface -------------------------------------------------------------
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
@@ -284,7 +353,15 @@ class MeasuredCostModel(CostModel):
         if not heavy:
             return 1.0
         start = time.perf_counter()
-        ratios = sorted((self._time_unit(units[k]) / self._memo[k], weight[k]) for k in heavy)
+        ratios = []
+        for k in heavy:
+            try:
+                ratios.append((self._time_unit(units[k]) / self._memo[k], weight[k]))
+            except Exception:  # priced by the fallback: not timed now either
+                continue
+        ratios.sort()
+        if not ratios:
+            return 1.0
         self.measure_seconds += time.perf_counter() - start
         half = sum(w for _, w in ratios) / 2
         return next(r for (r, _), acc in zip(ratios, accumulate(w for _, w in ratios))
@@ -315,9 +392,14 @@ class MeasuredCostModel(CostModel):
         """One node's cost key and timing; None where it costs nothing."""
         if op in SOURCE_OPS or get_op(op).weight_only:
             return None
-        consts = tuple(bool(c) for c in consts) if consts is not None \
-            else default_consts(op, shapes)
-        if consts and all(consts):
+        if op == "opaque" and consts is None:
+            known = self._opaque.get((tuple(sorted(attrs.items())) if isinstance(attrs, dict)
+                                      else attrs, tuple(map(tuple, shapes))))
+            if known is not None:
+                consts, dtypes = known
+        consts = tuple(c if isinstance(c, str) else bool(c) for c in consts) \
+            if consts is not None else default_consts(op, shapes)
+        if consts and all(is_const_kind(c) if isinstance(c, str) else c for c in consts):
             return None  # folded into a constant before the model runs
         if get_op(op).commutative:
             ins = canonical_inputs(op, [("w" if c else "x", s, d) for s, c, d in
@@ -360,8 +442,10 @@ class MeasuredCostModel(CostModel):
                     units.append((chain, self._chain_unit(self.links(graph, chain, const))))
                 continue
             srcs = [(graph.nodes[p], i) for p, i in n.inputs]
+            consts = opaque_kinds(graph, n, const) if n.op == "opaque" else \
+                [m.id in const for m, _ in srcs]
             units.append(([n.id], self._node_unit(
-                n.op, n.a, [m.shapes[i] for m, i in srcs], [m.id in const for m, _ in srcs],
+                n.op, n.a, [m.shapes[i] for m, i in srcs], consts,
                 [m.dtypes[i] for m, i in srcs])))
         return units
 
@@ -369,10 +453,39 @@ class MeasuredCostModel(CostModel):
         ms = self._memo.get(key)
         if ms is None:
             before = self.measured
-            ms = self._memo[key] = self._cached(key, lambda: self._time_unit(what))
+            try:
+                ms = self._cached(key, lambda: self._time_unit(what))
+            except Exception as e:  # a node the device cannot run alone
+                ms = self._fallback(what, e)
+            self._memo[key] = ms
             if self.measured > before:
                 self._fresh[key] = (what, self.context)
         return ms
+
+    def _fallback(self, what: tuple, error: Exception) -> float:
+        """The analytic model's price for a unit the device could not time
+        (kept in memory, never in the cache); said once per operator."""
+        from .analytic import AnalyticCost
+
+        if self._analytic is None:
+            self._analytic = AnalyticCost()
+        links = what[1] if what[0] == "chain" else \
+            [(what[1], what[2], tuple((_kind(c), s, d) for s, c, d in
+                                      zip(what[3], what[4], what[5] or ["float32"] * 8)))]
+        label = "+".join(dict(a).get("onnx_type", op) if op == "opaque" else op
+                         for op, a, _ in links)
+        if label not in self._fallback_said:
+            self._fallback_said.add(label)
+            text = str(error).strip().splitlines()
+            log.warning("%s cannot be timed alone on this device (%s); priced by the analytic "
+                        "model", label, text[0][:200] if text else type(error).__name__)
+        total = 0.0
+        for op, attrs, ins in links:
+            try:
+                total += float(self._analytic.op_cost(op, dict(attrs), [s for _, s, _ in ins]))
+            except Exception:
+                continue
+        return total if total == total and total != float("inf") else 0.0
 
     def settle(self, below_ms: float = 0.5, moved: float = 0.05) -> bool:
         """Time once more each key this instance measured anew that costs under

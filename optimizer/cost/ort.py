@@ -36,7 +36,14 @@ from taso.ir import Graph
 from . import register_cost_model
 from .cache import CostCache
 from .layout import layout_changes, reorder_program
-from .measured import Link, MeasuredCostModel, const_value, link_source
+from .measured import (
+    Link,
+    MeasuredCostModel,
+    const_value,
+    is_const_kind,
+    kind_value,
+    link_source,
+)
 from .memory import output_bytes, traffic_bytes
 
 Shape = tuple[int, ...]
@@ -226,6 +233,8 @@ def chain_graph(links: Sequence[Link], copies: int = 1) -> Graph:
                     shared[(k, i)] if kind == "x" else
                     g.new_weight(shape, data=np.full(shape, const_value(kind), dtype))
                     if const_value(kind) is not None else
+                    g.new_weight(shape, data=kind_value(kind))
+                    if kind_value(kind) is not None else
                     g.new_weight(shape, data=rng.uniform(0.5, 1.0, shape).astype(dtype))
                     for i, (kind, shape, dtype) in enumerate(ins)]
             outs = g.add_node(op, args, **attrs)
@@ -308,7 +317,7 @@ class OrtCostModel(MeasuredCostModel):
 
     def time_chain(self, links) -> float:
         const_bytes = sum(4 * int(np.prod(shape)) for _, _, ins in links
-                          for kind, shape, _ in ins if kind == "w" or const_value(kind) is not None)
+                          for kind, shape, _ in ins if is_const_kind(kind))
         op, attrs, ins = links[-1]
         out_bytes = output_bytes(op, attrs, [shape for _, shape, _ in ins])
         reuse = dict(self.context).get("reuse_mib", 0) << 20

@@ -251,10 +251,24 @@ def _export(graph: Graph, opset: int | None) -> onnx.ModelProto:
     for name, ref in named.items():
         if names[ref] != name:
             em.node("Identity", [names[ref]], [name])
-    inputs = [helper.make_tensor_value_info(n.name, elem_type(n.dtypes[0]), n.shapes[0])
+    for n in g.inputs:  # an overridable initializer: an input with a default
+        if n.data is not None:
+            em.initializer(n.data, n.name)
+    inputs = [helper.make_tensor_value_info(n.name, elem_type(n.dtypes[0]),
+                                            _dims(n.shapes[0], g.dim_params.get(n.name)))
               for n in g.inputs]
     outputs = [helper.make_tensor_value_info(name, elem_type(g.nodes[p].dtypes[i]),
-                                             g.nodes[p].shapes[i])
+                                             _dims(g.nodes[p].shapes[i],
+                                                   g.output_dim_params.get(name)))
                for (p, i), name in zip(g.outputs, g.output_names)]
     onnx_graph = helper.make_graph(em.nodes, "taso", inputs, outputs, em.initializers)
     return make_model(onnx_graph, em.opsets)
+
+
+def _dims(shape: Shape, params: Sequence[str | None] | None) -> list[int | str | None]:
+    """A value's dims as ONNX declares them: the symbolic name where the graph
+    keeps one (`Graph.dim_params`), the bound value elsewhere; an axis whose
+    size varies with no name of its own is left unnamed ("")."""
+    if params is None or len(params) != len(shape):
+        return list(shape)
+    return [d if p is None else (p or None) for d, p in zip(shape, params)]

@@ -35,6 +35,7 @@ from .common import (
     signature,
 )
 from .opaque import run_attrs, run_opaque, session_options
+from .symbolic import bindings, input_shapes_at, symbolic_axes
 
 # Opaque operators never folded into weights: their value is not a function of
 # their inputs.
@@ -43,13 +44,84 @@ RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifor
 
 
 def load_onnx(src: str | os.PathLike | bytes | onnx.ModelProto,
-              input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+              input_shapes: Mapping[str, Sequence[int]] | None = None, *,
+              freeze_initializers: bool = False, static: bool = False) -> Graph:
     """Load an ONNX model (a path, serialized bytes or a ModelProto) as a Graph.
-    Symbolic input dimensions must be bound by `input_shapes`."""
+
+    Symbolic input dims need no binding: the graph's shapes are those of one
+    representative binding (`input_shapes` where it binds a dim, else 1 for a
+    batch-like dim and 32 for another; `Graph.notes` says which), and the
+    graph stays valid for every value (see `taso.onnx_io.symbolic`), which
+    `export_onnx` writes back as the model's dim names; `static` binds them
+    for good instead. A model whose graph would hold at one binding only is
+    a ModelError unless `static`.
+    An initializer that is also a graph input (an overridable default) stays
+    an input with that default unless `freeze_initializers`, which makes it a
+    weight like any other."""
     model = read_model(src)
-    _bind_inputs(model, input_shapes or {})
-    model = _normalize(model)
-    return _Loader(model).run()
+    if input_shapes is not None and not isinstance(input_shapes, Mapping):
+        raise ModelError("input_shapes must map input names to shapes, "
+                         f"got {type(input_shapes).__name__}")
+    given = {k: _shape_value(k, v) for k, v in (input_shapes or {}).items()}
+    axes = symbolic_axes(model)
+    if not axes:
+        return _load(model, given, freeze_initializers, set())[0]
+    values, notes = bindings(model, axes, given)
+    first = input_shapes_at(model, axes, given, values)
+    at = ", ".join(f"{p}={v}" for p, v in sorted(values.items()))
+    if static:
+        g = _load(model, first, freeze_initializers, set())[0]
+        g.notes = [f"symbolic dims bound for good at {at} (static)"]
+        return g
+    again = {p: 2 * v + 1 for p, v in values.items()}
+    second = input_shapes_at(model, axes, given, again)
+    at2 = ", ".join(f"{p}={v}" for p, v in sorted(again.items()))
+    forced: set[int] = set()
+    for _ in range(6):
+        g, sig = _load(model, first, freeze_initializers, forced)
+        try:
+            g2, sig2 = _load(model, second, freeze_initializers, forced)
+        except (ModelError, ShapeError) as e:
+            raise ModelError(f"the model loads at {at} but not at {at2} ({first_line(e)}); "
+                             f"pass static=True (taso-opt --static) to optimize it at {at} "
+                             f"only") from None
+        moved = {k for k in set(sig) | set(sig2) if sig.get(k) != sig2.get(k)} - forced
+        if not moved:
+            break
+        forced |= moved
+    else:
+        raise ModelError(f"the model's import keeps depending on the value of its symbolic "
+                         f"dims; pass static=True (taso-opt --static) to optimize it at {at}")
+    by_name = {vi.name: vi for vi in model.graph.input}
+    g.dim_params = {name: tuple(dict(ax).get(k) for k in
+                                range(len(by_name[name].type.tensor_type.shape.dim)))
+                    for name, ax in axes.items()}
+    declared = {o.name: o.type.tensor_type.shape.dim for o in model.graph.output}
+    for (p, i), (p2, i2), name in zip(g.outputs, g2.outputs, g.output_names):
+        s1, s2 = g.nodes[p].shapes[i], g2.nodes[p2].shapes[i2]
+        if s1 != s2 and len(s1) == len(s2):
+            dims = declared.get(name, [])
+            g.output_dim_params[name] = tuple(
+                None if a == b else
+                (dims[k].dim_param if k < len(dims) and dims[k].dim_param else
+                 next((q for q, v in values.items() if v == a and again[q] == b), ""))
+                for k, (a, b) in enumerate(zip(s1, s2)))
+    g.notes = notes
+    if forced:
+        g.notes.append(f"{len(forced)} node(s) depend on the symbolic dims' values and stay "
+                       f"as the model wrote them")
+    return g
+
+
+def _load(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], freeze: bool,
+          forced: set[int]) -> tuple[Graph, dict[int, tuple]]:
+    """The graph of `model` with its inputs bound to `shapes`, and what each
+    ONNX node became (by its index), to compare between bindings."""
+    m = read_model(model)
+    _bind_inputs(m, shapes)
+    m = _normalize(m)
+    loader = _Loader(m, freeze, forced)
+    return loader.run(), loader.made
 
 
 def read_model(src: Any) -> onnx.ModelProto:
@@ -170,6 +242,10 @@ def _check_tensor_input(vi: onnx.ValueInfoProto) -> None:
         raise ModelError(f"input {vi.name!r} is a {kind or 'untyped value'}, not a tensor")
     if vi.type.tensor_type.elem_type == TensorProto.UNDEFINED:
         raise ModelError(f"input {vi.name!r} has no element type")
+    for k, d in enumerate(vi.type.tensor_type.shape.dim):
+        if d.HasField("dim_value") and d.dim_value < 0:
+            raise ModelError(f"input {vi.name!r} dim {k} is {d.dim_value}: a dimension cannot "
+                             f"be negative")
 
 
 def _opset_of(model: onnx.ModelProto, domain: str = "") -> int:
@@ -370,8 +446,16 @@ def _strip(names: Sequence[str]) -> list[str]:
 
 
 class _Loader:
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, freeze_initializers: bool = False,
+                 forced: set[int] = frozenset()):
         self.model = model
+        self.freeze = freeze_initializers
+        # ONNX nodes (by index) imported as opaque whatever their importer
+        # could do: their import depends on the value of a symbolic dim.
+        self.forced = forced
+        # What each ONNX node became: its new IR nodes' operators, attributes
+        # (less an opaque node's output shapes), dtypes and constant data.
+        self.made: dict[int, tuple] = {}
         self.g = Graph()
         self.tensors: dict[str, Tensor] = {}
         self.opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version
@@ -402,18 +486,27 @@ class _Loader:
             shape = tuple(d.dim_value for d in tt.shape.dim)
             feeds[vi.name] = (shape, dtype_name(tt.elem_type))
             self.tensors[vi.name] = self.g.new_input(shape, vi.name, feeds[vi.name][1])
+        listed = {vi.name for vi in graph.input}
         for name, t in inits.items():
             try:
                 data = numpy_helper.to_array(t)
             except Exception as e:
                 raise ModelError(f"initializer {name!r} cannot be read: {first_line(e)}") from None
-            self.tensors[name] = self.weight(data, name)
+            if name in listed and not self.freeze:
+                # An overridable default: a caller may feed another value.
+                self.tensors[name] = self.g.new_input(data.shape, name, array_dtype(data),
+                                                      default=data)
+            else:
+                self.tensors[name] = self.weight(data, name)
         order = _topo_order(graph, set(self.tensors))
         self._fill_types(list(graph.node), feeds)
         for k in order:
             node = graph.node[k]
             self._index = k
+            first = self.g._next
             outs = self._import(node)
+            self.made[k] = tuple(_made(self.g.nodes[i]) for i in range(first, self.g._next)
+                                 if i in self.g.nodes)
             for name, t in zip(node.output, outs):
                 if name:
                     self.tensors[name] = t
@@ -448,6 +541,8 @@ class _Loader:
             fn = ONNX_IMPORTERS.get(node.op_type) if onnx_domain else None
             if ctx.inputs and ctx.inputs[0] is not None and ctx.inputs[0].dtype != "float32":
                 fn = None
+        if self._index in self.forced:
+            return self.opaque(ctx)
         if fn is None or any(t is not None and t.ref in self.dynamic for t in ctx.inputs):
             return self.opaque(ctx)
         try:
@@ -570,6 +665,18 @@ class _Loader:
         if n.op == "opaque":
             return run_opaque(n, xs)
         return get_op(n.op).run_ref(n.a, xs)
+
+
+def _made(n: Node) -> tuple:
+    """What an imported node is, apart from its shapes at this binding."""
+    attrs = tuple((k, v) for k, v in n.attrs if not (n.op == "opaque" and k == "out_shapes"))
+    if n.op in ("weight", "input"):
+        attrs = ()
+    data = None
+    if n.data is not None:
+        data = (n.data.dtype.str, n.data.shape, n.data.tobytes() if n.data.dtype != object
+                else repr(n.data.tolist()))
+    return (n.op, attrs, n.dtypes, data)
 
 
 # ---- nodes whose value is known at load time: they become weights -------------------
