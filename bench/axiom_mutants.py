@@ -142,8 +142,8 @@ def _judge(args: tuple[str, Axiom, int, int, float]) -> dict[str, Any]:
     from taso.verifier.prove import implied
     try:
         true = implied(m, timeout)
-    except ValueError as e:  # no trigger covers its variables: Z3 cannot state it
-        true, out["note"] = False, str(e)
+    except (ValueError, KeyError) as e:  # a trigger the mutant no longer covers
+        true, out["note"] = False, f"Z3 cannot state it: {e!r}"
     if true:
         return {**out, "verdict": "true"}
     seed = _caught(m, range(seeds, deep))
@@ -162,8 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     axioms = [a for a in AXIOMS if not args.only or args.only in a.name]
     jobs = [(k, m, args.seeds, args.deep, args.timeout) for a in axioms for k, m in mutants(a)]
     start = time.perf_counter()
+    results = []
     with ProcessPoolExecutor(args.workers) as ex:
-        results = list(ex.map(_judge, jobs, chunksize=4))
+        for r in ex.map(_judge, jobs, chunksize=4):
+            results.append(r)
+            if not args.json and r["verdict"] in ("missed", "undecided"):
+                print(f"  ({len(results)}/{len(jobs)}) {r['verdict']}: {r['name']}",
+                      file=sys.stderr, flush=True)
+            elif len(results) % 100 == 0:
+                print(f"  {len(results)}/{len(jobs)} mutants judged", file=sys.stderr,
+                      flush=True)
     verdicts = Counter(r["verdict"] for r in results)
     false = verdicts["caught"] + verdicts["missed"] + verdicts["undecided"]
     score = verdicts["caught"] / false if false else 1.0

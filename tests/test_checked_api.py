@@ -34,9 +34,12 @@ def test_optimize_raises_check_error_rather_than_return_a_wrong_graph():
     x = g.new_input((2, 8))
     g.mark_output(g.relu(g.matmul(x, g.new_weight((8, 8)))))
     bad = Rule("drop-relu", [PNode("relu", ["x"])], [], [((0, 0), "x")])  # unsound, cheaper
+    # an unproved rule is never used unless asked for (unverified): then the check catches it
+    assert taso.optimize(g, budget=5, rules=[bad], cost_model="analytic").num_ops() == 2
     with pytest.raises(taso.CheckError, match=r"output 0.*drop-relu x1"):
-        taso.optimize(g, budget=5, rules=[bad], cost_model="analytic")
-    out = taso.optimize(g, budget=5, rules=[bad], cost_model="analytic", check=False)
+        taso.optimize(g, budget=5, rules=[bad], cost_model="analytic", unverified=True)
+    out = taso.optimize(g, budget=5, rules=[bad], cost_model="analytic", check=False,
+                        unverified=True)
     assert out.num_ops() == 1  # opted out: what the search found, unchecked
 
 

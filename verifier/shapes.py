@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from taso.ops import OPS
+
 from .terms import Evaluator, IVar, Ok, Var, apps, int_vars, tensor_vars, walk
 
 Shape = tuple[int, ...]
@@ -37,7 +39,7 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
     A variable of no given rank takes one of `free_ranks` (or of a shape in
     play)."""
     rng = rng if rng is not None else np.random.default_rng(0)
-    ranks = ranks or {}
+    ranks = {**rank_hints(ok_terms), **{v: r for v, r in (ranks or {}).items() if r is not None}}
     domains = domains or {}
     everything = [*ok_terms, *conds]
     tvars = tensor_vars(everything)
@@ -68,8 +70,9 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
         if kind == "i":
             vals = list(domains[v])
             return [vals[i] for i in rng.permutation(len(vals))]
-        return _shape_candidates(ranks.get(v), [*shapes.values(), *seen], sizes, rng,
-                                 free_ranks)
+        # the latest assigned first: the operands of one operator often agree
+        return _shape_candidates(ranks.get(v), [*reversed(shapes.values()), *seen], sizes,
+                                 rng, free_ranks)
 
     def search(k: int, assigned: set[tuple[str, str]]) -> bool:
         if k == len(order):
@@ -92,6 +95,19 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
         return None
 
 
+def rank_hints(terms: Sequence[Any]) -> dict[str, int]:
+    """Ranks of the variables read where an operator takes one rank only
+    (`Op.input_ranks`: a conv's input, a batch norm's parameters)."""
+    out: dict[str, int] = {}
+    for t in apps(terms):
+        op = OPS[t.op]
+        if op.input_ranks and not op.variadic:
+            for name, a in zip(op.inputs, t.args):
+                if isinstance(a, Var) and name in op.input_ranks:
+                    out.setdefault(a.name, op.input_ranks[name])
+    return out
+
+
 def _vars_of(t: Any) -> set[str]:
     return {("t" if isinstance(u, Var) else "i", u.name) for u in walk(t)
             if isinstance(u, (Var, IVar))}
@@ -100,6 +116,9 @@ def _vars_of(t: Any) -> set[str]:
 def _shape_candidates(rank: int | None, shapes: list[Shape], sizes: list[int],
                       rng: np.random.Generator, free_ranks: Sequence[int] = (1, 2, 3, 4),
                       n_random: int = 24) -> list[Shape]:
+    """Candidate shapes for a variable: shapes in play (`shapes`, the latest
+    assigned first), those with one axis changed, random ones; in an order
+    drawn from `rng`."""
     known = list(dict.fromkeys(shapes))
     ranks = [rank] if rank is not None else \
         list(dict.fromkeys([*(len(s) for s in known),
@@ -121,6 +140,10 @@ def _shape_candidates(rank: int | None, shapes: list[Shape], sizes: list[int],
         groups = [mutated, same, fresh]
     out: dict[Shape, None] = {}
     for g in groups:
-        for i in rng.permutation(len(g)):
+        # the shape in play named first (the latest assigned) keeps its place:
+        # a bias after a scale, a kernel's twin
+        order = [0, *(1 + rng.permutation(len(g) - 1))] if g is same and g else \
+            rng.permutation(len(g))
+        for i in order:
             out.setdefault(g[i])
     return list(out)

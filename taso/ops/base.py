@@ -87,6 +87,7 @@ class Op:
     elementwise: bool = False  # a unary function applied to each element
     commutative: bool = False  # two inputs whose order does not matter
     positive: tuple[str, ...] = ()  # inputs defined only for positive values (a variance)
+    input_ranks: dict[str, int] = {}  # inputs of one rank only (a conv's NCHW input: 4)
     # Attributes that name axes, by what they count: "in" an axis of the first
     # input (-r .. r-1), "in+1" a cut between its axes (-r .. r, Flatten), "out"
     # an axis of the output (Unsqueeze). A negative value counts from the end;

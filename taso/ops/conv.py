@@ -78,6 +78,7 @@ def conv_core(x, w, strides, pads, dilations, groups):
 class Conv2d(Op):
     name = "conv2d"
     inputs = ("x", "w")
+    input_ranks = {"x": 4, "w": 4}
     attrs = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "groups": 1,
              "activation": "none"}
     gen_attrs = tuple({"strides": (1, 1), "pads": "same", "activation": act}
@@ -134,6 +135,7 @@ class Enlarge(Op):
 
     name = "enlarge"
     inputs = ("w",)
+    input_ranks = {"w": 4}
     attrs = {"kernel": None}
     gen_attrs = ({"kernel": (3, 3)},)
 
@@ -205,6 +207,7 @@ _MAXPOOL_POLY = poly([1, 0, 2, 5])
 
 class _Pool(Op):
     inputs = ("x",)
+    input_ranks = {"x": 4}
     attrs = {"kernel": None, "strides": (1, 1), "pads": (0, 0, 0, 0)}
     gen_attrs = ({"kernel": (3, 3), "strides": (1, 1), "pads": "same"},)
 

@@ -31,6 +31,7 @@ class Conv2dBias(Op):
 
     name = "conv2d_bias"
     inputs = ("x", "w", "b")
+    input_ranks = {"x": 4, "w": 4, "b": 1}
     attrs = dict(Conv2d.attrs)
     gen_attrs = ()
 
@@ -82,6 +83,7 @@ class BnKernel(Op):
 
     name = "bn_kernel"
     inputs = ("w", "scale", "var")
+    input_ranks = {"scale": 1, "var": 1}
     positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
@@ -113,6 +115,7 @@ class BnBias(Op):
 
     name = "bn_bias"
     inputs = ("scale", "bias", "mean", "var")
+    input_ranks = {"scale": 1, "bias": 1, "mean": 1, "var": 1}
     positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
@@ -152,6 +155,7 @@ class MergeGconv(Op):
 
     name = "merge_gconv"
     inputs = ("w",)
+    input_ranks = {"w": 4}
     attrs = {"groups": None, "count": None}
     gen_attrs = ()
 

@@ -79,6 +79,7 @@ class BatchNorm(Op):
 
     name = "batchnorm"
     inputs = ("x", "scale", "bias", "mean", "var")
+    input_ranks = {"scale": 1, "bias": 1, "mean": 1, "var": 1}
     positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
