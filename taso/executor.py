@@ -1,0 +1,275 @@
+"""Where sharded work runs: in this process, a local process pool, or a Ray cluster.
+
+An executor has an ordered `map(fn, items, shared)` that calls `fn(shared,
+item)` for each item somewhere and yields the results in item order. Every task
+carries what it needs (`shared` is sent along with it, once per task for a pool,
+once per run through the object store for Ray), so no worker relies on state
+inherited by fork: the pool works under any start method, and a Ray worker on
+another node computes what a local one does. `fn` must be a module-level
+function (workers import it by name).
+
+Interruptions: `signals_as_interrupts()` turns SIGINT and SIGTERM into an
+`Interrupted` exception in the main thread (then ignores both while the caller
+cleans up); an executor's `abort()` kills its workers at once. Pool workers
+ignore SIGINT, so a Ctrl-C sent to the whole terminal group reaches only the
+parent, which ends them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import multiprocessing as mp
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    workers: int
+
+    def map(self, fn: Callable[[Any, Any], Any], items: Iterable[Any],
+            shared: Any = None) -> Iterator[Any]:
+        """`fn(shared, item)` for each item; results in item order."""
+        ...
+
+    def close(self) -> None:
+        """Release the workers after the work is done."""
+        ...
+
+    def abort(self) -> None:
+        """Stop now: cancel what is queued and kill the workers."""
+        ...
+
+
+class ExecutorError(RuntimeError):
+    """An executor could not start (Ray missing, no cluster at the address)."""
+
+
+# ---- interruption ----------------------------------------------------------------------
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; `exit_status` is the shell's 128 + signal number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    # Once: from here on the caller cleans up (kills workers, removes spill
+    # files) and must not be cut short by a second signal.
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise `Interrupted` (main thread only)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in _SIGNALS}
+    for s in _SIGNALS:
+        signal.signal(s, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _worker_signals() -> None:
+    """Pool worker set-up: a terminal's Ctrl-C is for the parent, which ends us."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+# ---- ordered map over a bounded window --------------------------------------------------
+_END = object()
+
+
+def _ordered(submit: Callable[[Any], Any], wait: Callable[[Any], Any], items: Iterable[Any],
+             window: int) -> Iterator[Any]:
+    """Submit items keeping at most `window` in flight; yield results in order."""
+    it = iter(items)
+    pending: deque = deque()
+    for item in it:
+        pending.append(submit(item))
+        if len(pending) >= window:
+            break
+    while pending:
+        head = pending.popleft()
+        nxt = next(it, _END)
+        if nxt is not _END:
+            pending.append(submit(nxt))
+        yield wait(head)
+
+
+# ---- executors -----------------------------------------------------------------------------
+class SerialExecutor:
+    """Runs everything in this process (tests, debugging, one core)."""
+
+    workers = 1
+
+    def map(self, fn, items, shared=None):
+        return (fn(shared, item) for item in items)
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def default_start_method() -> str:
+    """forkserver where there is one: workers start from a clean server process
+    (no copy of the parent's threads or state, unlike fork) and cheaply; spawn
+    elsewhere."""
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+class LocalExecutor:
+    """A process pool on this machine."""
+
+    def __init__(self, workers: int | None = None, start_method: str | None = None):
+        self.workers = workers or os.cpu_count() or 1
+        # No forkserver preload: the server imports before it takes the parent's
+        # sys.path (Python 3.11), so a `taso/` folder in the working directory
+        # would shadow the installed package there. Each worker imports once.
+        ctx = mp.get_context(start_method or default_start_method())
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
+                                         initializer=_worker_signals)
+
+    def map(self, fn, items, shared=None):
+        call = functools.partial(fn, shared)
+        return _ordered(lambda item: self._pool.submit(call, item), lambda f: f.result(),
+                        items, 4 * self.workers)
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+    def abort(self) -> None:
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.join(5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError("the ray executor needs Ray: pip install 'taso[cluster]'") from None
+    return ray
+
+
+def connect_ray(address: str | None = None, workers: int | None = None) -> bool:
+    """Join the Ray cluster at `address` ("auto": the one `ray start` began on
+    this machine), or start a private local one with `workers` CPUs when
+    `address` is None. Returns whether this call connected (the caller then
+    disconnects); an existing connection is used as it is."""
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    quiet = dict(log_to_driver=False, include_dashboard=False, configure_logging=True,
+                 logging_level=logging.ERROR)
+    # ray.init installs its own SIGTERM handler (sys.exit): keep ours.
+    term = signal.getsignal(signal.SIGTERM)
+    try:
+        if address is None:
+            ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, **quiet)
+        else:
+            ray.init(address=address, **quiet)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ExecutorError(f"cannot connect to a Ray cluster at {address!r}: {msg}") from None
+    finally:
+        if term is not None:
+            signal.signal(signal.SIGTERM, term)
+    return True
+
+
+def disconnect_ray() -> None:
+    ray = _ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def ray_cpus() -> int:
+    """CPUs of the connected cluster."""
+    return max(1, int(_ray().cluster_resources().get("CPU", 1)))
+
+
+def _call(fn: Callable[[Any, Any], Any], shared: Any, item: Any) -> Any:
+    return fn(shared, item)
+
+
+class RayExecutor:
+    """Tasks on a Ray cluster: one CPU each, at most two per worker in flight."""
+
+    def __init__(self, address: str | None = None, workers: int | None = None):
+        ray = _ray()
+        self._own = connect_ray(address, workers)
+        self.workers = workers or ray_cpus()
+        self._task = ray.remote(num_cpus=1)(_call)
+        self._inflight: set = set()
+
+    def map(self, fn, items, shared=None):
+        ray = _ray()
+        ref = ray.put(shared)  # sent to each node once, not with every task
+
+        def submit(item):
+            r = self._task.remote(fn, ref, item)
+            self._inflight.add(r)
+            return r
+
+        def wait(r):
+            out = ray.get(r)
+            self._inflight.discard(r)
+            return out
+        return _ordered(submit, wait, items, 2 * self.workers)
+
+    def close(self) -> None:
+        if self._own:
+            disconnect_ray()
+
+    def abort(self) -> None:
+        ray = _ray()
+        if ray.is_initialized():
+            for r in list(self._inflight):
+                try:
+                    ray.cancel(r, force=True)
+                except Exception:  # already finished or its worker gone
+                    pass
+        self._inflight.clear()
+        self.close()
+
+
+def make_executor(kind: str = "local", workers: int | None = None,
+                  address: str | None = None) -> Executor:
+    """`local`: this process for one worker, else a process pool; `ray`: a Ray
+    cluster (at `address`, or a private local one)."""
+    if kind == "ray":
+        return RayExecutor(address, workers)
+    if kind != "local":
+        raise ValueError(f"unknown executor {kind!r}; choose from {', '.join(EXECUTORS)}")
+    if workers == 1:
+        return SerialExecutor()
+    return LocalExecutor(workers)
