@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from taso.executor import EXECUTORS, ExecutorError, Interrupted, signals_as_interrupts
+from taso.executor import EXECUTORS, ExecutorError, interruption, signals_as_interrupts
 from taso.files import output_path_problem
 
 from .enumerate import RoundStats
@@ -134,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             saved = True
         except KeyboardInterrupt as e:  # SIGINT or SIGTERM: workers and spill files are gone
+            name, status = interruption(e)
             what = f"{args.output} written" if saved else "nothing written"
             print(("\n" if progress and progress.open else "") +
-                  f"taso-gen: interrupted by {e.args[0] if e.args else 'SIGINT'}; {what}",
-                  file=sys.stderr)
-            return e.exit_status if isinstance(e, Interrupted) else 130
+                  f"taso-gen: interrupted by {name}; {what}", file=sys.stderr)
+            return status
     if args.json:
         print(json.dumps({"rules": len(rules), "graphs": rep.graphs,
                           "enumerate_seconds": rep.enumerate_seconds,

@@ -29,6 +29,7 @@ uniform BLAKE2b values, and the sum is the same in every process.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -88,7 +89,10 @@ class ClassStore:
         self._mem: dict[Key, list[Any]] | None = {} if spill_dir is None else None
         self._dir: Path | None = None
         if spill_dir is not None:
-            self._dir = Path(tempfile.mkdtemp(prefix="taso-gen-", dir=spill_dir))
+            # absolute: tasks read it from other working directories (other nodes)
+            base = os.path.abspath(spill_dir)
+            os.makedirs(base, exist_ok=True)
+            self._dir = Path(tempfile.mkdtemp(prefix="taso-gen-", dir=base))
             (self._dir / "format.json").write_text(json.dumps(
                 {"format": FORMAT, "version": VERSION, "buckets": buckets}) + "\n")
         self.buckets = buckets

@@ -22,6 +22,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -54,38 +55,52 @@ class ExecutorError(RuntimeError):
 
 # ---- interruption ----------------------------------------------------------------------
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived; `exit_status` is the shell's 128 + signal number."""
+    """SIGINT or SIGTERM arrived (raised by the handlers of
+    `signals_as_interrupts`)."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum
+
+def interruption(e: KeyboardInterrupt) -> tuple[str, int]:
+    """(signal name, exit status: 128 + its number) for an interruption. Read from
+    the signals received, not from the exception: Ray's `get` turns any
+    KeyboardInterrupt raised in it into a plain one. SIGTERM if it came at all (a
+    request to terminate outranks an interrupt), else SIGINT (also for a plain
+    KeyboardInterrupt with no signal seen)."""
+    if signal.SIGTERM in _received:
+        signum = signal.SIGTERM
+    elif isinstance(e, Interrupted):
+        signum = e.signum
+    else:
+        signum = signal.SIGINT
+    return signal.Signals(signum).name, 128 + signum
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_received: set[int] = set()
 
 
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    # Once: from here on the caller cleans up (kills workers, removes spill
-    # files) and must not be cut short by a second signal.
-    for s in _SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signum)
+def _on_signal(signum: int, frame: Any) -> None:
+    # Raise once: from then on the caller cleans up (kills workers, removes spill
+    # files) and must not be cut short by a second signal, which is only noted.
+    first = not _received
+    _received.add(signum)
+    if first:
+        raise Interrupted(signum)
 
 
 @contextmanager
 def signals_as_interrupts() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise `Interrupted` (main thread only)."""
-    import threading
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     old = {s: signal.getsignal(s) for s in _SIGNALS}
+    _received.clear()
     for s in _SIGNALS:
-        signal.signal(s, _raise_interrupted)
+        signal.signal(s, _on_signal)
     try:
         yield
     finally:
@@ -190,8 +205,14 @@ def connect_ray(address: str | None = None, workers: int | None = None) -> bool:
         return False
     quiet = dict(log_to_driver=False, include_dashboard=False, configure_logging=True,
                  logging_level=logging.ERROR)
-    # ray.init installs its own SIGTERM handler (sys.exit): keep ours.
-    term = signal.getsignal(signal.SIGTERM)
+    # ray.init installs its own SIGTERM handler (sys.exit) and resets SIGINT's:
+    # keep ours.
+    handlers = {s: signal.getsignal(s) for s in _SIGNALS}
+    # Ray puts the driver's working directory first on its workers' sys.path: from
+    # a checkout's root, the bare `taso/` folder would shadow the installed
+    # package there. Connect from the folder that holds the installed package.
+    cwd = os.getcwd()
+    os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         if address is None:
             ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, **quiet)
@@ -201,8 +222,10 @@ def connect_ray(address: str | None = None, workers: int | None = None) -> bool:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ExecutorError(f"cannot connect to a Ray cluster at {address!r}: {msg}") from None
     finally:
-        if term is not None:
-            signal.signal(signal.SIGTERM, term)
+        os.chdir(cwd)
+        for s, h in handlers.items():
+            if h is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(s, h)
     return True
 
 
@@ -251,13 +274,10 @@ class RayExecutor:
             disconnect_ray()
 
     def abort(self) -> None:
-        ray = _ray()
-        if ray.is_initialized():
-            for r in list(self._inflight):
-                try:
-                    ray.cancel(r, force=True)
-                except Exception:  # already finished or its worker gone
-                    pass
+        # No ray.cancel: in Ray 2.60 a forced cancel racing a task's completion
+        # can abort the driver ("Tried to complete task that was not pending").
+        # A private cluster goes down whole at shutdown; on a shared one, the
+        # tasks in flight (at most two per worker, seconds each) run out.
         self._inflight.clear()
         self.close()
 

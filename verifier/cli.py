@@ -22,7 +22,7 @@ from pathlib import Path
 import z3
 from taso.rules_db import load
 
-from taso.executor import EXECUTORS, ExecutorError, Interrupted, signals_as_interrupts
+from taso.executor import EXECUTORS, ExecutorError, interruption, signals_as_interrupts
 from taso.files import output_path_problem
 
 from .report import axiom_report, format_axiom_report
@@ -141,10 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"taso-verify: cannot write {out}: {e.strerror or e}", file=sys.stderr)
                 return 2
         except KeyboardInterrupt as e:  # SIGINT or SIGTERM: the workers are gone
+            name, status = interruption(e)
             line_open = progress is not None and getattr(progress, "open", False)
-            print(("\n" if line_open else "") + f"taso-verify: interrupted by "
-                  f"{e.args[0] if e.args else 'SIGINT'}; {out} not written", file=sys.stderr)
-            return e.exit_status if isinstance(e, Interrupted) else 130
+            print(("\n" if line_open else "") +
+                  f"taso-verify: interrupted by {name}; {out} not written", file=sys.stderr)
+            return status
     s = summary(rs.rules, time.perf_counter() - start)
     s["output"] = str(out)
     if args.axiom_report:
