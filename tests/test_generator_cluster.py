@@ -9,7 +9,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from taso.executor import LocalExecutor, SerialExecutor
 from taso.generator.cli import main as gen_main
 from taso.generator.enumerate import Member
 from taso.generator.family import GenConfig, Var
@@ -17,9 +16,11 @@ from taso.generator.generate import generate
 from taso.generator.store import ClassStore, read_bucket
 from taso.rules_db import SHIPPED, Rule, RuleSet, load
 from taso.rules_db.canonical import canonical
-from taso.stablehash import ints_hash, stable_hash
 from taso.verifier.cli import main as verify_main
 from taso.verifier.run import verify_rules
+
+from taso.executor import LocalExecutor, SerialExecutor
+from taso.stablehash import ints_hash, stable_hash
 
 M = tuple(Var(f"m{i}", (3, 3), (5, 5)) for i in range(3))
 SMALL = GenConfig(max_ops=2, ops=("ewadd", "matmul", "relu", "concat", "split"), family=M)
