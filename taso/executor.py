@@ -17,11 +17,14 @@ parent, which ends them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import logging
 import multiprocessing as mp
 import os
 import signal
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -79,16 +82,32 @@ def interruption(e: KeyboardInterrupt) -> tuple[str, int]:
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_received: set[int] = set()
+_received: list[int] = []  # signals seen within signals_as_interrupts, in order
+_deferring = False
 
 
 def _on_signal(signum: int, frame: Any) -> None:
     # Raise once: from then on the caller cleans up (kills workers, removes spill
     # files) and must not be cut short by a second signal, which is only noted.
-    first = not _received
-    _received.add(signum)
-    if first:
+    # While a runtime starts (`_signals_deferred`) the first one waits for it to
+    # be up, so that it can be taken down whole; a second one does not wait.
+    seen = len(_received)
+    _received.append(signum)
+    if seen == 0 and not _deferring or seen == 1 and _deferring:
         raise Interrupted(signum)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold a first SIGINT or SIGTERM until the block ends, then raise it."""
+    global _deferring
+    _deferring = True
+    try:
+        yield
+    finally:
+        _deferring = False
+    if len(_received) == 1:
+        raise Interrupted(_received[0])
 
 
 @contextmanager
@@ -112,6 +131,22 @@ def _worker_signals() -> None:
     """Pool worker set-up: a terminal's Ctrl-C is for the parent, which ends us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextmanager
+def sigint_blocked_for_children() -> Iterator[None]:
+    """Block SIGINT in this thread while it starts worker processes: they inherit
+    the mask (through fork and exec, and a forkserver passes it on), so a Ctrl-C
+    to the terminal's group cannot interrupt one while it is still importing, to
+    print a traceback. A SIGINT meant for us stays pending and arrives after."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 # ---- ordered map over a bounded window --------------------------------------------------
@@ -172,8 +207,11 @@ class LocalExecutor:
 
     def map(self, fn, items, shared=None):
         call = functools.partial(fn, shared)
-        return _ordered(lambda item: self._pool.submit(call, item), lambda f: f.result(),
-                        items, 4 * self.workers)
+
+        def submit(item):
+            with sigint_blocked_for_children():  # a submit may start a worker
+                return self._pool.submit(call, item)
+        return _ordered(submit, lambda f: f.result(), items, 4 * self.workers)
 
     def close(self) -> None:
         self._pool.shutdown()
@@ -203,30 +241,74 @@ def connect_ray(address: str | None = None, workers: int | None = None) -> bool:
     ray = _ray()
     if ray.is_initialized():
         return False
+    if address is not None:
+        _probe(address)
     quiet = dict(log_to_driver=False, include_dashboard=False, configure_logging=True,
                  logging_level=logging.ERROR)
-    # ray.init installs its own SIGTERM handler (sys.exit) and resets SIGINT's:
-    # keep ours.
+    # ray.init installs its own SIGTERM handler (sys.exit, or kill the runtime's
+    # processes and sys.exit(1)): a SIGTERM while it starts would skip our
+    # clean-up and exit 15 or 1. Keep ours in force while it runs, and restore
+    # both handlers after it, whatever it changed.
     handlers = {s: signal.getsignal(s) for s in _SIGNALS}
+    utils = importlib.import_module("ray._private.utils")
+    set_sigterm = getattr(utils, "set_sigterm_handler", None)
+    ours = threading.current_thread() is threading.main_thread() and \
+        handlers[signal.SIGTERM] is _on_signal
     # Ray puts the driver's working directory first on its workers' sys.path: from
     # a checkout's root, the bare `taso/` folder would shadow the installed
     # package there. Connect from the folder that holds the installed package.
     cwd = os.getcwd()
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
-        if address is None:
-            ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, **quiet)
-        else:
-            ray.init(address=address, **quiet)
-    except (ConnectionError, ValueError, RuntimeError) as e:
+        if ours and set_sigterm is not None:
+            utils.set_sigterm_handler = lambda handler: None
+        with _signals_deferred():
+            if address is None:
+                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, **quiet)
+            else:
+                ray.init(address=address, **quiet)
+    except BaseException as e:
+        # Whatever ray.init had started (a private instance's GCS and raylet,
+        # when interrupted half-way) goes with it.
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if not isinstance(e, (ConnectionError, ValueError, RuntimeError)):
+            raise
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ExecutorError(f"cannot connect to a Ray cluster at {address!r}: {msg}") from None
     finally:
+        if set_sigterm is not None:
+            utils.set_sigterm_handler = set_sigterm
         os.chdir(cwd)
-        for s, h in handlers.items():
-            if h is not None and threading.current_thread() is threading.main_thread():
-                signal.signal(s, h)
+        if threading.current_thread() is threading.main_thread():
+            for s, h in handlers.items():
+                if h is not None:
+                    signal.signal(s, h)
     return True
+
+
+def _probe(address: str, seconds: float = 5.0) -> None:
+    """Refuse an address where nothing answers: ray.init would wait on it for
+    minutes. "auto" is resolved the way Ray does (RAY_ADDRESS, then the cluster
+    `ray start` began on this machine)."""
+    target = address.split("://", 1)[-1]
+    if target == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address_or_die
+            target = canonicalize_bootstrap_address_or_die("auto")
+        except ConnectionError:
+            raise ExecutorError("--address auto: no Ray cluster found on this machine "
+                                "(start one with `ray start --head`)") from None
+        except Exception:  # Ray's private helper moved: let ray.init decide
+            return
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"--address {address!r}: expected HOST:PORT or 'auto'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as e:
+        raise ExecutorError(f"no Ray cluster answers at {address!r}: "
+                            f"{e.strerror or type(e).__name__}") from None
 
 
 def disconnect_ray() -> None:
@@ -250,8 +332,12 @@ class RayExecutor:
     def __init__(self, address: str | None = None, workers: int | None = None):
         ray = _ray()
         self._own = connect_ray(address, workers)
-        self.workers = workers or ray_cpus()
-        self._task = ray.remote(num_cpus=1)(_call)
+        try:
+            self.workers = workers or ray_cpus()
+            self._task = ray.remote(num_cpus=1)(_call)
+        except BaseException:
+            self.close()
+            raise
         self._inflight: set = set()
 
     def map(self, fn, items, shared=None):

@@ -276,6 +276,24 @@ def test_ray_verify_cli(ray_cluster, tmp_path):
     assert a == b and [r["status"] for r in b] == ["proved", "proved", "refuted"]
 
 
+@pytest.mark.parametrize("prog", ["taso-gen", "taso-verify"])
+@pytest.mark.parametrize("address, words", [
+    ("127.0.0.1:1", "no Ray cluster answers at '127.0.0.1:1'"),
+    ("nonsense", "expected HOST:PORT or 'auto'"),
+])
+def test_cli_names_an_address_with_no_cluster(tmp_path, prog, address, words):
+    # in a process of its own: this one may hold a Ray connection already
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'taso[cluster]')")
+    exe = str(Path(sys.executable).parent / prog)
+    args = ["--output", str(tmp_path / "o.json"), "--executor", "ray", "--address", address]
+    args = [str(SHIPPED / "taso.json"), *args] if prog == "taso-verify" else \
+        [*args, "--max-ops", "1", "--quiet"]
+    p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.splitlines()) == 1 and words in p.stderr, p.stderr
+    assert not (tmp_path / "o.json").exists()
+
+
 @pytest.mark.parametrize("prog, flags, words", [
     (gen_main, ["--address", "localhost:1"], "--address needs --executor ray"),
     (gen_main, ["--executor", "spark"], "invalid choice: 'spark'"),

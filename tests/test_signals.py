@@ -91,20 +91,24 @@ def _spill_files(spill: Path) -> bool:
 
 
 GEN_CASES = [
-    (signal.SIGINT, False),  # kill -INT pid
-    (signal.SIGINT, True),   # Ctrl-C in a terminal: the whole group
-    (signal.SIGTERM, False),
-    (signal.SIGTERM, True),  # a job runner ending the group
+    (signal.SIGINT, False, "working"),  # kill -INT pid
+    (signal.SIGINT, True, "working"),   # Ctrl-C in a terminal: the whole group
+    (signal.SIGINT, True, "starting"),  # ... while the workers still import
+    (signal.SIGTERM, False, "working"),
+    (signal.SIGTERM, True, "working"),  # a job runner ending the group
 ]
 
 
-@pytest.mark.parametrize("sig, group", GEN_CASES)
-def test_taso_gen_interrupted(tmp_path, sig, group):
+@pytest.mark.parametrize("sig, group, when", GEN_CASES)
+def test_taso_gen_interrupted(tmp_path, sig, group, when):
     spill, out = tmp_path / "spill", tmp_path / "rules.json"
     cmd = [GEN, "--max-ops", "3", "--workers", "2", "--quiet", "--spill-dir", str(spill),
            "--output", str(out)]
-    status, err = _interrupt(cmd, lambda names: _workers(2)(names) and _spill_files(spill),
-                             sig, group, tmp_path)
+    if when == "working":  # deep in the enumeration, graphs spilled
+        ready = lambda names: _workers(2)(names) and _spill_files(spill)  # noqa: E731
+    else:
+        ready = _workers(2)
+    status, err = _interrupt(cmd, ready, sig, group, tmp_path)
     _check(status, err, sig, "taso-gen")
     assert "nothing written" in err
     assert not out.exists() and list(spill.iterdir()) == []  # spill folder removed
@@ -163,4 +167,18 @@ def test_taso_verify_on_ray_interrupted(tmp_path):
            "--executor", "ray"]
     status, err = _interrupt(cmd, _workers(2, "ray::_RayVerif"), signal.SIGINT, True, tmp_path)
     _check(status, err, signal.SIGINT, "taso-verify")
+    assert not out.exists()
+
+
+@ray_only
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, first", [(signal.SIGTERM, "gcs_server"), (signal.SIGINT, "raylet")])
+def test_taso_gen_interrupted_while_ray_starts(tmp_path, sig, first):
+    # the signal lands while ray.init is starting the private instance: it is
+    # held until the instance is up, then the instance is taken down whole
+    out = tmp_path / "rules.json"
+    cmd = [GEN, "--max-ops", "3", "--workers", "2", "--quiet", "--output", str(out),
+           "--executor", "ray"]
+    status, err = _interrupt(cmd, lambda names: first in names, sig, False, tmp_path)
+    _check(status, err, sig, "taso-gen")
     assert not out.exists()

@@ -20,6 +20,8 @@ from typing import Any
 import z3
 from taso.rules_db import Rule
 
+from taso.executor import sigint_blocked_for_children
+
 GRACE = 5.0  # seconds past a rule's own limits before its worker is killed
 
 
@@ -96,7 +98,8 @@ class _LocalPool:
     def _start(self) -> _Slot:
         conn, child = self.ctx.Pipe()
         proc = self.ctx.Process(target=_serve, args=(child, self.timeout), daemon=True)
-        proc.start()
+        with sigint_blocked_for_children():
+            proc.start()
         child.close()
         return _Slot((proc, conn))
 
