@@ -264,7 +264,11 @@ def connect_ray(address: str | None = None, workers: int | None = None) -> bool:
             utils.set_sigterm_handler = lambda handler: None
         with _signals_deferred():
             if address is None:
-                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, **quiet)
+                # Ray runs its workers at nice 15 by default (to keep drivers
+                # responsive); ours do the work the driver waits for, and a local
+                # pool's run at 0: so do these, else any other load starves them.
+                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
+                         _system_config={"worker_niceness": 0}, **quiet)
             else:
                 ray.init(address=address, **quiet)
     except BaseException as e:
