@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     progress = None if args.json else _progress(len(rs.rules))
     workers = args.workers if args.workers or args.executor == "ray" else 2
+    saved = False
     with signals_as_interrupts():
         try:
             try:
@@ -140,18 +141,21 @@ def main(argv: list[str] | None = None) -> int:
             except OSError as e:
                 print(f"taso-verify: cannot write {out}: {e.strerror or e}", file=sys.stderr)
                 return 2
+            saved = True
+            s = summary(rs.rules, time.perf_counter() - start)
+            s["output"] = str(out)
+            if args.axiom_report:
+                s["axiom_report"] = axiom_report(
+                    rs.rules, workers=workers or 2,
+                    on_done=None if args.json else _steps("axioms checked for implication"))
         except KeyboardInterrupt as e:  # SIGINT or SIGTERM: the workers are gone
             name, status = interruption(e)
+            what = f"records written to {out}, no axiom report" if saved else \
+                f"{out} not written"
             line_open = progress is not None and getattr(progress, "open", False)
-            print(("\n" if line_open else "") +
-                  f"taso-verify: interrupted by {name}; {out} not written", file=sys.stderr)
+            print(("\n" if line_open else "") + f"taso-verify: interrupted by {name}; {what}",
+                  file=sys.stderr)
             return status
-    s = summary(rs.rules, time.perf_counter() - start)
-    s["output"] = str(out)
-    if args.axiom_report:
-        rep = axiom_report(rs.rules, workers=workers or 2,
-                           on_done=None if args.json else _steps("axioms checked for implication"))
-        s["axiom_report"] = rep
     if args.json:
         print(json.dumps(s, indent=1))
     else:
