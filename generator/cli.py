@@ -124,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
                                       address=args.address, progress=progress,
                                       spill_dir=args.spill_dir)
             except (ExecutorError, SpillError) as e:
-                print(f"taso-gen: {e}", file=sys.stderr)
+                # a worker's SpillError comes wrapped by Ray, with its traceback
+                cause = getattr(e, "cause", None)
+                msg = str(cause if isinstance(cause, Exception) else e).strip()
+                print(f"taso-gen: {msg.splitlines()[0] if msg else type(e).__name__}",
+                      file=sys.stderr)
                 return 2
             try:
                 rules.save(args.output)  # atomic: an interruption leaves what was there

@@ -111,6 +111,15 @@ def test_spill_files_are_plain_json_and_read_back_exactly(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_spill_file_a_node_cannot_read_is_named(tmp_path):
+    from taso.generator.store import SpillBucket, SpillError
+    ref = SpillBucket(str(tmp_path / "gone" / "bucket-000.jsonl"), str(tmp_path / "nodes.json"))
+    (tmp_path / "nodes.json").write_text("[]")
+    with pytest.raises(SpillError, match="bucket-000.jsonl is not readable on this node: "
+                                         "--spill-dir must be a folder every node"):
+        read_bucket(ref)
+
+
 def test_spilled_run_equals_in_memory_run_by_canonical_form(tmp_path):
     mem, _ = generate(SMALL, workers=1)
     disk, _ = generate(SMALL, workers=2, spill_dir=str(tmp_path))
