@@ -93,7 +93,13 @@ class _LocalPool:
         # fresh interpreters: no Z3 state shared with the parent, the same on every platform
         self.ctx = mp.get_context("spawn")
         self.timeout = timeout
-        self.slots = [self._start() for _ in range(workers)]
+        self.slots: list[_Slot] = []
+        try:
+            for _ in range(workers):
+                self.slots.append(self._start())
+        except BaseException:  # interrupted while starting them
+            self.abort()
+            raise
 
     def _start(self) -> _Slot:
         conn, child = self.ctx.Pipe()
