@@ -89,8 +89,9 @@ _deferring = False
 def _on_signal(signum: int, frame: Any) -> None:
     # Raise once: from then on the caller cleans up (kills workers, removes spill
     # files) and must not be cut short by a second signal, which is only noted.
-    # While a runtime starts (`_signals_deferred`) the first one waits for it to
-    # be up, so that it can be taken down whole; a second one does not wait.
+    # Within `signals_deferred` (a worker or a Ray instance starting) the first
+    # one waits until what starts is on record, so that it can be taken down
+    # whole; a second one does not wait.
     seen = len(_received)
     _received.append(signum)
     if seen == 0 and not _deferring or seen == 1 and _deferring:
@@ -98,8 +99,9 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 @contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold a first SIGINT or SIGTERM until the block ends, then raise it."""
+def signals_deferred() -> Iterator[None]:
+    """Hold a first SIGINT or SIGTERM (under `signals_as_interrupts`) until the
+    block ends, then raise it."""
     global _deferring
     _deferring = True
     try:
@@ -142,6 +144,10 @@ def sigint_blocked_for_children() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
+    # multiprocessing starts its resource tracker on first use, and unblocks
+    # SIGINT in this thread when it has: have it started before we block.
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
@@ -209,7 +215,10 @@ class LocalExecutor:
         call = functools.partial(fn, shared)
 
         def submit(item):
-            with sigint_blocked_for_children():  # a submit may start a worker
+            # A submit may start a worker: with SIGINT blocked (it inherits
+            # that) and an interruption held until the pool has it on its
+            # list, where abort() finds it.
+            with sigint_blocked_for_children(), signals_deferred():
                 return self._pool.submit(call, item)
         return _ordered(submit, lambda f: f.result(), items, 4 * self.workers)
 
@@ -262,7 +271,7 @@ def connect_ray(address: str | None = None, workers: int | None = None) -> bool:
     try:
         if ours and set_sigterm is not None:
             utils.set_sigterm_handler = lambda handler: None
-        with _signals_deferred():
+        with signals_deferred():
             if address is None:
                 # Ray runs its workers at nice 15 by default (to keep drivers
                 # responsive); ours do the work the driver waits for, and a local

@@ -20,7 +20,7 @@ from typing import Any
 import z3
 from taso.rules_db import Rule
 
-from taso.executor import sigint_blocked_for_children
+from taso.executor import sigint_blocked_for_children, signals_deferred
 
 GRACE = 5.0  # seconds past a rule's own limits before its worker is killed
 
@@ -96,18 +96,25 @@ class _LocalPool:
         self.slots: list[_Slot] = []
         try:
             for _ in range(workers):
-                self.slots.append(self._start())
+                self._start()
         except BaseException:  # interrupted while starting them
             self.abort()
             raise
 
-    def _start(self) -> _Slot:
+    def _start(self, replacing: _Slot | None = None) -> None:
+        """Start a worker in `replacing`'s place, or as one more. It starts with
+        SIGINT blocked, and an interruption is held until it is on the list,
+        where abort() finds it."""
         conn, child = self.ctx.Pipe()
         proc = self.ctx.Process(target=_serve, args=(child, self.timeout), daemon=True)
-        with sigint_blocked_for_children():
+        with sigint_blocked_for_children(), signals_deferred():
             proc.start()
-        child.close()
-        return _Slot((proc, conn))
+            child.close()
+            slot = _Slot((proc, conn))
+            if replacing is None:
+                self.slots.append(slot)
+            else:
+                self.slots[self.slots.index(replacing)] = slot
 
     def give(self, slot: _Slot, idx: int, rule: Rule) -> None:
         slot.task, slot.since = idx, time.perf_counter()
@@ -142,7 +149,7 @@ class _LocalPool:
         proc.kill()
         proc.join()
         conn.close()
-        self.slots[self.slots.index(slot)] = self._start()
+        self._start(replacing=slot)
 
     def close(self) -> None:
         for s in self.slots:
