@@ -93,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--workers must be at least 1, got {args.workers}")
     if args.address is not None and args.executor != "ray":
         ap.error("--address needs --executor ray")
-    if args.executor == "ray" and importlib.util.find_spec("ray") is None:
-        ap.error("--executor ray needs Ray: pip install 'taso[cluster]'")
     if args.address is not None and args.max_ops >= 4 and args.spill_dir is None:
         ap.error("--address with 4 or more operators needs --spill-dir: a folder every node "
                  "of the cluster can read")
+    if args.executor == "ray" and importlib.util.find_spec("ray") is None:
+        ap.error("--executor ray needs Ray: pip install 'taso[cluster]'")
     if args.spill_dir is not None and Path(args.spill_dir).exists() \
             and not Path(args.spill_dir).is_dir():
         ap.error(f"--spill-dir {args.spill_dir!r} is not a folder")

@@ -39,6 +39,15 @@ def _assert_same_rules(a, b):
         {k: v for k, v in jb.items() if k != "rules"}
 
 
+def _ray_or_skip():
+    """The ray module, or a skip where it cannot be imported."""
+    try:
+        import ray
+    except ImportError as e:
+        pytest.skip(f"Ray cannot be imported ({e}): pip install 'taso[cluster]'")
+    return ray
+
+
 def _run_python(code: str, **env) -> str:
     """Run `code` in a fresh interpreter, from outside the checkout, with a hash
     seed of our choosing; its stdout."""
@@ -189,7 +198,7 @@ def test_tasks_carry_an_operator_registered_after_import(tmp_path):
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A real local Ray cluster of 2 CPUs, started once for these tests."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'taso[cluster]')")
+    ray = _ray_or_skip()
     from taso.executor import connect_ray
     assert connect_ray(None, workers=2)  # ray.init(num_cpus=2), from a neutral folder
     assert ray.cluster_resources()["CPU"] == 2
@@ -292,7 +301,7 @@ def test_ray_verify_cli(ray_cluster, tmp_path):
 ])
 def test_cli_names_an_address_with_no_cluster(tmp_path, prog, address, words):
     # in a process of its own: this one may hold a Ray connection already
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'taso[cluster]')")
+    _ray_or_skip()
     exe = str(Path(sys.executable).parent / prog)
     args = ["--output", str(tmp_path / "o.json"), "--executor", "ray", "--address", address]
     args = [str(SHIPPED / "taso.json"), *args] if prog == "taso-verify" else \

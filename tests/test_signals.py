@@ -139,7 +139,7 @@ def _has_ray() -> bool:
     return True
 
 
-ray_only = pytest.mark.skipif(not _has_ray(), reason="Ray is not installed "
+ray_only = pytest.mark.skipif(not _has_ray(), reason="Ray cannot be imported "
                               "(pip install 'taso[cluster]')")
 
 
