@@ -2,8 +2,9 @@
 fingerprints, prune, and emit candidate rewrite rules (the `taso-gen` CLI).
 
     from taso.generator import GenConfig, generate
-    rules, report = generate(GenConfig(max_ops=3), workers=2)
-    rules.save("rules.json")
+    if __name__ == "__main__":  # the pool's workers start fresh (forkserver/spawn)
+        rules, report = generate(GenConfig(max_ops=3), workers=2)  # or executor="ray"
+        rules.save("rules.json")
 """
 
 from .family import DEFAULT_OPS, GenConfig, Var, default_family

@@ -1,22 +1,29 @@
 """`taso-gen`: generate candidate rewrite rules.
 
     taso-gen --max-ops 3 --output rules.json [--ops matmul,ewadd,...] [--workers 2] [--seed 0]
+             [--executor local|ray] [--address ADDR]
+
+SIGINT and SIGTERM end the workers, remove the spill files and exit with 130
+and 143 (128 + the signal's number), with one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from taso.executor import EXECUTORS, ExecutorError, interruption, signals_as_interrupts
 from taso.files import output_path_problem
 
 from .enumerate import RoundStats
 from .family import DEFAULT_OPS, GenConfig
 from .generate import Report, generate
+from .store import SpillError
 
 
 class Progress:
@@ -27,6 +34,7 @@ class Progress:
         self.stream = stream
         self.t0 = time.perf_counter()
         self.last = 0.0
+        self.open = False  # a status line is drawn and not yet ended
 
     def __call__(self, st: RoundStats, done: int, total: int) -> None:
         now = time.perf_counter()
@@ -38,7 +46,8 @@ class Progress:
         self.stream.write(f"\rround {st.round}/{self.max_ops} [{'#' * fill}{'.' * (width - fill)}]"
                           f" {done}/{total} reps  {st.graphs} graphs  {st.classes} classes"
                           f"  {now - self.t0:.0f}s ")
-        if done >= total:
+        self.open = done < total
+        if not self.open:
             self.stream.write("\n")
         self.stream.flush()
 
@@ -64,7 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", required=True, help="rule-set JSON to write")
     ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
                     help="comma-separated operators (default: TASO's generator set)")
-    ap.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes (default: all cores; with --executor ray, the cluster's "
+                         "CPUs)")
+    ap.add_argument("--executor", choices=EXECUTORS, default="local",
+                    help="where the work runs: a local process pool (default) or a Ray cluster")
+    ap.add_argument("--address", default=None,
+                    help="with --executor ray: the cluster to join (host:port, or 'auto' for "
+                         "the one `ray start` began here); default: start a private local one")
     ap.add_argument("--seed", type=int, default=0, help="fingerprint and float seed")
     ap.add_argument("--spill-dir", default=None,
                     help="keep enumerated graphs in bucket files here (default: in memory "
@@ -75,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
     if args.workers is not None and args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
+    if args.address is not None and args.executor != "ray":
+        ap.error("--address needs --executor ray")
+    if args.address is not None and args.max_ops >= 4 and args.spill_dir is None:
+        ap.error("--address with 4 or more operators needs --spill-dir: a folder every node "
+                 "of the cluster can read")
+    if args.executor == "ray" and importlib.util.find_spec("ray") is None:
+        ap.error("--executor ray needs Ray: pip install 'taso[cluster]'")
     if args.spill_dir is not None and Path(args.spill_dir).exists() \
             and not Path(args.spill_dir).is_dir():
         ap.error(f"--spill-dir {args.spill_dir!r} is not a folder")
@@ -93,17 +116,33 @@ def main(argv: list[str] | None = None) -> int:
         if not os.access(args.spill_dir, os.W_OK):
             ap.error(f"--spill-dir: cannot write in {args.spill_dir!r}")
     progress = None if args.quiet or args.json else Progress(cfg.max_ops)
-    try:
-        rules, rep = generate(cfg, workers=args.workers, progress=progress,
-                              spill_dir=args.spill_dir)
-    except KeyboardInterrupt:
-        print("\ntaso-gen: interrupted; nothing written", file=sys.stderr)
-        return 130
-    try:
-        rules.save(args.output)
-    except OSError as e:
-        print(f"taso-gen: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
-        return 2
+    saved = False
+    with signals_as_interrupts():
+        try:
+            try:
+                rules, rep = generate(cfg, workers=args.workers, executor=args.executor,
+                                      address=args.address, progress=progress,
+                                      spill_dir=args.spill_dir)
+            except (ExecutorError, SpillError) as e:
+                # a worker's SpillError comes wrapped by Ray, with its traceback
+                cause = getattr(e, "cause", None)
+                msg = str(cause if isinstance(cause, Exception) else e).strip()
+                print(f"taso-gen: {msg.splitlines()[0] if msg else type(e).__name__}",
+                      file=sys.stderr)
+                return 2
+            try:
+                rules.save(args.output)  # atomic: an interruption leaves what was there
+            except OSError as e:
+                print(f"taso-gen: cannot write {args.output}: {e.strerror or e}",
+                      file=sys.stderr)
+                return 2
+            saved = True
+        except KeyboardInterrupt as e:  # SIGINT or SIGTERM: workers and spill files are gone
+            name, status = interruption(e)
+            what = f"{args.output} written" if saved else "nothing written"
+            print(("\n" if progress and progress.open else "") +
+                  f"taso-gen: interrupted by {name}; {what}", file=sys.stderr)
+            return status
     if args.json:
         print(json.dumps({"rules": len(rules), "graphs": rep.graphs,
                           "enumerate_seconds": rep.enumerate_seconds,

@@ -18,14 +18,17 @@ connected, except that two independent single operators may stand side by side
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from taso.executor import Executor, SerialExecutor
 from taso.ops import OPS
+from taso.ops.base import register
+from taso.stablehash import ints_hash, stable_hash
 
-from .executor import Executor, make_executor
 from .family import GenConfig, Instance, instances
 from .fingerprint import Digest, Evaluator
 from .store import ClassStore
@@ -65,17 +68,73 @@ class Enumeration:
 
 
 # ---- per-process context --------------------------------------------------------
+@dataclass(frozen=True)
+class TaskContext:
+    """What every generator task carries: the configuration, and where each of
+    its operators is defined, so that a worker started from scratch (spawn, a Ray
+    node) registers the same operators the parent had, including ones added
+    after `taso.ops` was imported."""
+
+    cfg: GenConfig
+    registry: tuple[tuple[str, str, str], ...]  # (operator, module, class name)
+
+    @classmethod
+    def of(cls, cfg: GenConfig) -> TaskContext:
+        return cls(cfg, tuple((n, type(OPS[n]).__module__, type(OPS[n]).__qualname__)
+                              for n in cfg.ops))
+
+
+def ensure_registered(registry: tuple[tuple[str, str, str], ...]) -> None:
+    """Register the operators a task names that this process lacks: importing
+    their module registers them; a class registered by hand is registered here."""
+    for name, module, qualname in registry:
+        if name in OPS:
+            continue
+        obj: Any = importlib.import_module(module)
+        if name not in OPS:
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            register(obj)
+        if name not in OPS:
+            raise RuntimeError(f"operator {name!r} is not registered by {module}.{qualname}")
+
+
 _CTX: dict[str, Any] = {}
 
 
-def init_worker(cfg: GenConfig) -> None:
-    _CTX["cfg"] = cfg
-    _CTX["ev"] = Evaluator(cfg.family, cfg.seed)
-    _CTX["inst"] = instances(cfg)
+def init_worker(cfg: GenConfig | TaskContext) -> None:
+    """Set this process up for `cfg` (again only if it changed: the evaluator's
+    memo is worth keeping from one task to the next)."""
+    ctx = cfg if isinstance(cfg, TaskContext) else TaskContext.of(cfg)
+    if _CTX.get("ctx") == ctx:
+        return
+    ensure_registered(ctx.registry)
+    _CTX.clear()
+    _CTX.update(ctx=ctx, cfg=ctx.cfg, ev=Evaluator(ctx.cfg.family, ctx.cfg.seed),
+                inst=instances(ctx.cfg))
 
 
 def _context() -> tuple[GenConfig, Evaluator, list[Instance]]:
     return _CTX["cfg"], _CTX["ev"], _CTX["inst"]
+
+
+# ---- structural hashes --------------------------------------------------------------
+# Stable (taso.stablehash), not hash(): the parent compares the keys that
+# different workers compute.
+_TYPE_CODE: dict[tuple, int] = {}
+
+
+def node_hash(op: str, attrs: tuple, inputs: Iterable[int]) -> int:
+    """Structural hash of a node from its operator, attributes and input hashes
+    (a family tensor's hash is its id)."""
+    code = _TYPE_CODE.get((op, attrs))
+    if code is None:
+        code = _TYPE_CODE[(op, attrs)] = stable_hash((op, attrs))
+    return ints_hash((code, *inputs))
+
+
+def output_hash(node: int, index: int) -> int:
+    return ints_hash((node, index))
 
 
 @dataclass
@@ -88,6 +147,7 @@ class Tensors:
     consumed: set[int]
     comp: list[int]  # component id of each node
     merkle: list[int]  # structural hash of each tensor
+    node_merkle: list[int]  # structural hash of each node
 
     @property
     def n_comps(self) -> int:
@@ -99,6 +159,7 @@ def analyze(graph: GraphT, ev: Evaluator) -> Tensors:
     shapes = [ev.shape(d) for d in vals]
     producer = [-1] * len(vals)
     merkle = list(range(len(vals)))
+    node_merkle: list[int] = []
     consumed: set[int] = set()
     parent = list(range(len(graph)))
 
@@ -114,14 +175,15 @@ def analyze(graph: GraphT, ev: Evaluator) -> Tensors:
             if producer[t] >= 0:
                 parent[find(producer[t])] = find(j)
         outs = ev.apply(op, attrs, tuple(vals[t] for t in ins))
-        h = hash((op, attrs, tuple(merkle[t] for t in ins)))
+        h = node_hash(op, attrs, (merkle[t] for t in ins))
+        node_merkle.append(h)
         for o, d in enumerate(outs):
             vals.append(d)
             shapes.append(ev.shape(d))
             producer.append(j)
-            merkle.append(hash((h, o)))
+            merkle.append(output_hash(h, o))
     return Tensors(vals, shapes, producer, consumed, [find(j) for j in range(len(graph))],
-                   merkle)
+                   merkle, node_merkle)
 
 
 def sinks_of(graph: GraphT, tt: Tensors, n_inputs: int) -> tuple[int, ...]:
@@ -226,8 +288,7 @@ def extend(graph: GraphT) -> list[tuple]:
     sinks = set(sinks_of(graph, tt, n_in))
     all_vals = set(tt.vals)
     const = _constant_tensors(graph, tt, n_in)
-    base_merkle = [hash((op, attrs, tuple(tt.merkle[t] for t in ins)))
-                   for op, attrs, ins in graph]
+    base_merkle = tt.node_merkle
     out = []
     # What a new node must read: a tensor of each component when there are two
     # (to join them), some node output once there is a node (to stay connected,
@@ -264,9 +325,10 @@ def extend(graph: GraphT) -> list[tuple]:
             continue
         redundant = any(v in all_vals for v in new_vals)
         g2 = graph + (node,)
-        h = hash((op, attrs, tuple(tt.merkle[t] for t in ins)))
-        struct = hash(tuple(sorted(base_merkle + [h])))
-        ext = hash((tuple(sorted(vals[n_in:])), tuple(sorted(sink_vals))))
+        h = node_hash(op, attrs, (tt.merkle[t] for t in ins))
+        struct = ints_hash(sorted(base_merkle + [h]))
+        new = vals[n_in:]
+        ext = ints_hash((len(new), *sorted(new), *sorted(sink_vals)))
         out.append((g2, tuple(new_sinks), sink_vals, tuple(vals[n_in:]), struct, ext,
                     redundant))
     return out
@@ -282,7 +344,9 @@ def _constant_tensors(graph: GraphT, tt: Tensors, n_in: int) -> set[int]:
     return const
 
 
-def extend_chunk(graphs: list[GraphT]) -> list[tuple]:
+def extend_chunk(ctx: TaskContext, graphs: list[GraphT]) -> list[tuple]:
+    """Task: every extension of each of `graphs`."""
+    init_worker(ctx)
     res = []
     for g in graphs:
         res.extend(extend(g))
@@ -300,7 +364,8 @@ def enumerate_graphs(cfg: GenConfig, executor: Executor | None = None,
     """Run `cfg.max_ops` RepGen rounds; returns every graph grouped by the
     fingerprints of its sinks (in `store`, by default in memory)."""
     own = executor is None
-    ex = executor or make_executor(1, init_worker, (cfg,))
+    ex = executor or SerialExecutor()
+    ctx = TaskContext.of(cfg)
     result = Enumeration(cfg, store if store is not None else ClassStore())
     reps: list[GraphT] = [()]
     try:
@@ -312,7 +377,7 @@ def enumerate_graphs(cfg: GenConfig, executor: Executor | None = None,
             seen: set[int] = set()
             done = 0
             for batch_in, res in zip(_chunks(reps, chunk),
-                                     ex.map(extend_chunk, _chunks(reps, chunk))):
+                                     ex.map(extend_chunk, _chunks(reps, chunk), ctx)):
                 for g2, sinks, sink_vals, vals, struct, ext, redundant in res:
                     if struct in seen:
                         continue

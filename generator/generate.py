@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from taso.rules_db import RuleSet
 
-from .enumerate import Enumeration, RoundStats, enumerate_graphs, init_worker
-from .executor import Executor, make_executor
+from taso.executor import Executor, make_executor
+
+from .enumerate import Enumeration, RoundStats, enumerate_graphs
 from .family import GenConfig
 from .prune import Stages, prune
 from .store import ClassStore
@@ -28,26 +29,40 @@ class Report:
         return sum(r.graphs for r in self.rounds)
 
 
-def generate(cfg: GenConfig, workers: int | None = None, executor: Executor | None = None,
+def generate(cfg: GenConfig, workers: int | None = None,
+             executor: Executor | str | None = None,
              progress: Callable[[RoundStats, int, int], None] | None = None,
-             spill_dir: str | None = None) -> tuple[RuleSet, Report]:
-    """Generate the rule set of `cfg` on `workers` local processes (or `executor`).
-    Graphs wait for pruning in memory, or in bucket files under `spill_dir` (by
-    default the system's temporary folder from 4 operators up)."""
-    own = executor is None
-    ex = executor or make_executor(workers, init_worker, (cfg,))
+             spill_dir: str | None = None, address: str | None = None
+             ) -> tuple[RuleSet, Report]:
+    """Generate the rule set of `cfg` on `workers` local processes (default: all
+    cores), or on `executor`: an `Executor`, or "local" / "ray" (a Ray cluster at
+    `address`, or a private local one). Graphs wait for pruning in memory, or in
+    bucket files under `spill_dir` (by default the system's temporary folder from
+    4 operators up; on a cluster it must be a folder every node can read). An
+    interruption (KeyboardInterrupt) kills the workers and removes the spill
+    files before it propagates."""
+    own = executor is None or isinstance(executor, str)
     if spill_dir is None and cfg.max_ops >= 4:
         spill_dir = tempfile.gettempdir()
-    store = ClassStore(spill_dir)
+    ex: Executor | None = None
+    store: ClassStore | None = None
     try:
+        ex = make_executor(executor or "local", workers, address) if own else executor
+        store = ClassStore(spill_dir)
         t0 = time.perf_counter()
         enum: Enumeration = enumerate_graphs(cfg, ex, progress, store)
         t1 = time.perf_counter()
         rules, stages = prune(enum, ex)
         t2 = time.perf_counter()
+    except BaseException:
+        if own and ex is not None:
+            ex.abort()
+            ex = None
+        raise
     finally:
-        store.close()
-        if own:
+        if store is not None:
+            store.close()
+        if own and ex is not None:
             ex.close()
     rs = RuleSet(rules, name=f"taso-gen-n{cfg.max_ops}",
                  provenance={"generator": "taso-gen", "settings": cfg.to_json(),

@@ -25,18 +25,29 @@ the order.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from taso.rules_db import PNode, Rule
 from taso.rules_db.canonical import canonical
 
+from taso.executor import Executor, SerialExecutor
 from taso.ops import OPS
 
-from .enumerate import Enumeration, Member, _context, analyze, init_worker
-from .executor import Executor, make_executor
+from .enumerate import (
+    Enumeration,
+    Member,
+    TaskContext,
+    _context,
+    analyze,
+    init_worker,
+    node_hash,
+    output_hash,
+)
+from .family import GenConfig
 from .fingerprint import Evaluator, digest, family_values
 from .rules import confirmed, float_inputs, holds_elsewhere, to_rule
+from .store import SpillBucket, read_bucket
 
 
 @dataclass
@@ -82,14 +93,14 @@ def _info(m: Member, n_in: int) -> _Info:
         return i
 
     for j, (op, attrs, ins) in enumerate(m.graph):
-        h = hash((op, attrs, tuple(tm[t] for t in ins)))
+        h = node_hash(op, attrs, (tm[t] for t in ins))
         merkle.append(h)
         for t in ins:
             if t >= n_in:
                 parent[find(producer[t][0])] = find(j)
         for o in range(OPS[op].num_outputs(dict(attrs))):
             producer[len(tm)] = (j, o)
-            tm.append(hash((h, o)))
+            tm.append(output_hash(h, o))
     return _Info(m, merkle, producer, len({find(j) for j in range(len(m.graph))}))
 
 
@@ -185,12 +196,17 @@ def second_seed(ms: list[Member], ev: Evaluator, n_in: int) -> list[list[Member]
     return [g for g in groups.values() if len(g) >= 2]
 
 
-def _pairs_of_classes(batch: list[list[Member]]) -> tuple[list[int], list[tuple]]:
-    """Worker: the pairs of these classes through the cheap criteria, and the
-    survivors' rules with their canonical forms."""
+def _pairs_of_classes(ctx: TaskContext, batch: list[list[Member]] | SpillBucket
+                      ) -> tuple[list[int], list[tuple]]:
+    """Task: the pairs of these classes (or of the classes of a spilled bucket,
+    read here) through the cheap criteria, and the survivors' rules with their
+    canonical forms."""
+    init_worker(ctx)
     cfg = _context()[0]
     n_in = len(cfg.family)
     inputs, comm, ev1 = _prune_context(cfg)
+    if isinstance(batch, SpillBucket):
+        batch = list(class_members(read_bucket(batch).items(), inputs))
     counts = [0, 0, 0, 0]
     out = []
     groups = []
@@ -216,8 +232,10 @@ def _pairs_of_classes(batch: list[list[Member]]) -> tuple[list[int], list[tuple]
     return counts, out
 
 
-def _check(batch: list[tuple[Rule, Member, Member]]) -> list[tuple[bool, bool]]:
-    """Worker: (float-confirmed, not refuted at the other sizes) for each rule."""
+def _check(ctx: TaskContext, batch: list[tuple[Rule, Member, Member]]
+           ) -> list[tuple[bool, bool]]:
+    """Task: (float-confirmed, not refuted at the other sizes) for each rule."""
+    init_worker(ctx)
     cfg = _context()[0]
     xs = float_inputs(cfg.family, cfg.seed)
     res = []
@@ -227,11 +245,11 @@ def _check(batch: list[tuple[Rule, Member, Member]]) -> list[tuple[bool, bool]]:
     return res
 
 
-_PRUNE_CTX: dict[int, tuple] = {}
+_PRUNE_CTX: dict[GenConfig, tuple] = {}
 
 
-def _prune_context(cfg) -> tuple[list[int], set, Evaluator]:
-    key = id(cfg)
+def _prune_context(cfg: GenConfig) -> tuple[list[int], set, Evaluator]:
+    key = cfg  # by value: each task brings its own copy
     if key not in _PRUNE_CTX:
         ev = Evaluator(cfg.family, cfg.seed)
         _PRUNE_CTX.clear()
@@ -246,11 +264,9 @@ def _batches(items: list, size: int) -> list[list]:
 
 def prune(enum: Enumeration, executor: Executor | None = None) -> tuple[list[Rule], Stages]:
     """The generated rule set (deterministic for a given configuration) and the
-    count left after each stage. The executor's workers must have been set up
-    with `init_worker(enum.cfg)`."""
-    cfg = enum.cfg
+    count left after each stage."""
     own = executor is None
-    ex = executor or make_executor(1, init_worker, (cfg,))
+    ex = executor or SerialExecutor()
     try:
         return _prune(enum, ex)
     finally:
@@ -260,16 +276,20 @@ def prune(enum: Enumeration, executor: Executor | None = None) -> tuple[list[Rul
 
 def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
     inputs = family_digests(enum)
+    ctx = TaskContext.of(enum.cfg)
     st = Stages()
     found: list[tuple] = []
-    for bucket in enum.classes.groups():  # one bucket in memory at a time
-        classes = list(class_members(bucket, inputs))
-        for counts, out in ex.map(_pairs_of_classes, _batches(classes, 200)):
-            st.raw += counts[0]
-            st.common_subgraph += counts[1]
-            st.implied += counts[2]
-            st.split_by_second_seed += counts[3]
-            found.extend(out)
+    if enum.classes.spilled:  # each task reads its bucket from the spill folder
+        tasks: Iterable = enum.classes.bucket_files()
+    else:
+        classes = [c for bucket in enum.classes.groups() for c in class_members(bucket, inputs)]
+        tasks = _batches(classes, 200)
+    for counts, out in ex.map(_pairs_of_classes, tasks, ctx):
+        st.raw += counts[0]
+        st.common_subgraph += counts[1]
+        st.implied += counts[2]
+        st.split_by_second_seed += counts[3]
+        found.extend(out)
     # Canonical dedup, smallest rules first (stable: enumeration order breaks
     # ties), so the kept form is the simplest.
     order_of = sorted(range(len(found)), key=lambda k: (
@@ -294,7 +314,7 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
     items = [it for i, it in enumerate(items) if i not in drop]
     st.instances = len(items)
     checks = [c for res in ex.map(_check, _batches([(r, s, d) for _, (r, s, d, _) in items],
-                                                   100)) for c in res]
+                                                   100), ctx) for c in res]
     rules: list[Rule] = []
     for (_, (rule, src, dst, _)), (ok, general) in zip(items, checks):
         st.float += ok
@@ -347,8 +367,8 @@ def merged(rule: Rule, a: str, b: str) -> Rule | None:
     return Rule(rule.id, src, dst, outs, {v: c for v, c in rule.vars.items() if v != b})
 
 
-def _merged_keys(batch: list[Rule]) -> list[list]:
-    """Worker: the canonical forms of each rule with two same-rank variables
+def _merged_keys(_: None, batch: list[Rule]) -> list[list]:
+    """Task: the canonical forms of each rule with two same-rank variables
     identified."""
     out = []
     for r in batch:
@@ -371,7 +391,7 @@ def instances(rules: list[Rule], keys: list, ex: Executor) -> set[int]:
     instance of a more general rule, which the optimizer applies just as well."""
     index = {k: i for i, k in enumerate(keys)}
     drop: set[int] = set()
-    merged_keys = [m for res in ex.map(_merged_keys, _batches(rules, 200)) for m in res]
+    merged_keys = [m for res in ex.map(_merged_keys, _batches(rules, 200), None) for m in res]
     ranks = [{c.get("rank") for c in r.vars.values()} for r in rules]
     for i, ms in enumerate(merged_keys):
         for k in ms:

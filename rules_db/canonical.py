@@ -2,7 +2,9 @@
 up to renaming variables, reordering nodes and (optionally) swapping sides.
 
 Each node is named by a structural hash of its operator, its attributes (with
-defaults filled in, so a missing key equals its default) and its inputs;
+defaults filled in, so a missing key equals its default) and its inputs (a
+`taso.stablehash`, the same in every process, so that keys computed by
+different workers compare);
 variables are leaves. Variables are first told apart by a renaming-invariant
 signature (how they are used); only variables that tie are permuted, and the
 smallest key over those permutations is the canonical one. Variable constraints
@@ -16,6 +18,7 @@ from itertools import permutations, product
 from typing import Any
 
 from taso.ops import OPS
+from taso.stablehash import stable_hash
 
 from .rule import Rule
 
@@ -52,7 +55,7 @@ class _Side:
         h: list[int] = []
 
         def ref(r):
-            return leaf[r] if isinstance(r, str) else hash((h[r[0]], r[1]))
+            return leaf[r] if isinstance(r, str) else stable_hash((h[r[0]], r[1]))
 
         def attr(v):
             if isinstance(v, tuple) and v[:1] == ("<dim>",):
@@ -62,12 +65,12 @@ class _Side:
             return v
 
         for op, attrs, ins in self.nodes:
-            h.append(hash((op, tuple((k, attr(v)) for k, v in attrs),
-                           tuple(ref(r) for r in ins))))
+            h.append(stable_hash((op, tuple((k, attr(v)) for k, v in attrs),
+                                  tuple(ref(r) for r in ins))))
         return h
 
     def out_hash(self, h: list[int], leaf: dict[str, Any], r: Any) -> int:
-        return leaf[r] if isinstance(r, str) else hash((h[r[0]], r[1]))
+        return leaf[r] if isinstance(r, str) else stable_hash((h[r[0]], r[1]))
 
 
 def _sides(rule: Rule) -> tuple[_Side, _Side]:
@@ -114,7 +117,7 @@ def _oriented(src: _Side, dst: _Side, outputs: list) -> tuple[Key, list[str]]:
         for side_id, r in ((0, s), (1, d)):
             if isinstance(r, str):
                 sig[r].append((side_id, "out"))
-    sigs = {v: hash(tuple(sorted(sig[v], key=repr))) for v in names}
+    sigs = {v: stable_hash(tuple(sorted(sig[v], key=repr))) for v in names}
     groups: dict[int, list[str]] = {}
     for v in names:
         groups.setdefault(sigs[v], []).append(v)

@@ -130,10 +130,28 @@ def test_undecidable_rule_is_unknown_in_time():
     assert time.perf_counter() - start < 2 * 1.0 + 10  # the worker's deadline, with start-up
 
 
-def test_overrunning_worker_is_killed_and_replaced(taso_rules):
-    # a deadline shorter than any rule needs: every worker is killed, the run goes on
-    rules = [taso_rules.rules[0], taso_rules.rules[1]]
-    recs = verify_rules(rules, timeout=1.0, workers=1, grace=-1.95)
+def sum_of_squares(n=10):
+    """relu(x1 x1 + ... + xn xn) = the sum added in the other order: true, but no
+    axiom says a sum of squares is >= 0, and the orders of n terms keep Z3 busy to
+    its time limit (a rule that needs the whole timeout, on any machine)."""
+    def squares(names):
+        nodes = [("ewmul", [v, v], {}) for v in names]
+        acc = (0, 0)
+        for i in range(1, len(names)):
+            nodes.append(("ewadd", [acc, (i, 0)], {}))
+            acc = (len(nodes) - 1, 0)
+        return nodes
+    names = [f"x{i}" for i in range(n)]
+    src = squares(names)
+    return rule("sum-of-squares", src + [("relu", [(len(src) - 1, 0)], {})], squares(names[::-1]))
+
+
+def test_overrunning_worker_is_killed_and_replaced():
+    # a deadline (0.05 s from when a ready worker takes the rule) shorter than the
+    # rule needs (its proof runs to Z3's 1 s limit): every worker is killed, the run
+    # goes on
+    slow = sum_of_squares()
+    recs = verify_rules([slow, slow], timeout=1.0, workers=1, grace=-1.95)
     assert [r["status"] for r in recs] == ["unknown", "unknown"]
     assert all(r["reason"].startswith("killed") for r in recs)
 
