@@ -1,7 +1,8 @@
 """The adversarial false-rule corpus: build it, verify it, report it.
 
-Deliberately false rules are made from the shipped, proved rules (TASO's set and
-the hand-written fusion set) by one small perturbation of the target side each:
+Deliberately false rules are made from the shipped, proved rules (TASO's set, the
+hand-written fusion set and a spread of the generated set, so that every
+operator they use is perturbed) by one small perturbation of the target side each:
 an axis, a permutation, a stride, a padding, an activation, the order of a
 non-commutative operator's operands, a split size, a broadcast (a bias
 reshaped along another axis, a size constraint dropped), an operator swapped
@@ -35,8 +36,9 @@ from taso.verifier.refute import replay
 from taso.verifier.run import verify_rules
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "false_rules.json"
-SOURCES = ("taso.json", "fusion.json")
-PER_KIND = 40  # at most this many mutants of one kind, spread over the sources
+SOURCES = ("taso.json", "fusion.json", "generated.json")
+PER_KIND = 20  # mutants of one kind, spread over the sources
+PER_OP = 6  # mutants of rules using each operator
 
 # Operators swapped for a neighbour of the same signature.
 SWAP = {"ewadd": "ewmul", "ewmul": "ewadd", "relu": "sigmoid", "sigmoid": "tanh",
@@ -116,17 +118,34 @@ def mutants(r: dict) -> Iterator[tuple[str, str, dict]]:
 
 
 def candidates() -> list[dict]:
-    """Mutants of the sources, at most PER_KIND of each kind, round-robin over rules."""
-    per_kind: dict[str, list[dict]] = {}
+    """Mutants of the sources' proved rules: for every operator, up to
+    PER_OP mutants of rules that use it (of as many kinds as there are), then up
+    to PER_KIND of each kind, spread over the rules."""
+    by_kind: dict[str, list[dict]] = {}
     for name in SOURCES:
-        for r in load(SHIPPED / name):
+        rules = [r for r in load(SHIPPED / name) if r.status == "proved"]
+        step = max(1, len(rules) // 400)  # the generated set: a spread of 400
+        for r in rules[::step] if name == "generated.json" else rules:
             for kind, _, m in mutants(r.to_json()):
-                per_kind.setdefault(kind, []).append(m)
-    out = []
-    for ms in per_kind.values():
+                by_kind.setdefault(kind, []).append(m)
+    chosen: dict[str, dict] = {}
+    ops = sorted({n["op"] for ms in by_kind.values() for m in ms for n in m["src"] + m["dst"]})
+    for op in ops:
+        uses = {k: [m for m in ms if any(n["op"] == op for n in m["src"] + m["dst"])]
+                for k, ms in by_kind.items()}
+        picked = 0
+        for i in range(PER_OP):
+            for k in sorted(uses):
+                if picked < PER_OP and i < len(uses[k]):
+                    m = uses[k][i * max(1, len(uses[k]) // PER_OP) % len(uses[k])]
+                    if m["id"] not in chosen:
+                        chosen[m["id"]] = m
+                        picked += 1
+    for ms in by_kind.values():
         step = max(1, len(ms) // PER_KIND)
-        out += ms[::step][:PER_KIND]
-    return out
+        for m in ms[::step][:PER_KIND]:
+            chosen.setdefault(m["id"], m)
+    return list(chosen.values())
 
 
 def verify(rules: list[Rule], timeout: float, workers: int) -> list[dict]:

@@ -5,15 +5,33 @@ so Ctrl-C at any moment, during the imports too, ends in one line and status
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import threading
 
-from .interrupt import interrupts_as_exit
+from .interrupt import INTERRUPTED, TERMINATED, interrupts_as_exit
+
+EXIT_GRACE = 10.0  # seconds an interrupted program may take to exit
+
+
+def _exit_guard(code: int) -> None:
+    """After an interruption our cleanup is done (workers killed, spill files
+    gone, the one line printed), but the interpreter's exit still joins the
+    process pool's threads, which can wait forever on a killed worker's pipe.
+    Exit regardless once the grace period is over."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    timer = threading.Timer(EXIT_GRACE, os._exit, (code,))
+    timer.daemon = True
+    timer.start()
 
 
 def _run(prog: str, module: str) -> int:
     with interrupts_as_exit(prog) as done:
         main = importlib.import_module(module).main
         done(main())
+    if done.code in (INTERRUPTED, TERMINATED):
+        _exit_guard(done.code)
     return done.code
 
 

@@ -30,7 +30,7 @@ from taso.verifier.axioms import (
 from taso.verifier.prove import formula
 
 NAMES = [a.name for a in AXIOMS]
-SUITE_SEEDS = 8
+SUITE_SEEDS = 12
 
 
 @pytest.mark.parametrize("ax", AXIOMS, ids=NAMES)

@@ -781,36 +781,42 @@ def _guards(ax: Axiom) -> tuple[list[Any], list[Any]]:
     return oks, cmps
 
 
-def check_axiom(ax: Axiom, seed: int, budget: int = 3000) -> Outcome:
+def check_axiom(ax: Axiom, seed: int, budget: int = 2000) -> Outcome:
     """Evaluate `ax` on the numpy reference: find shapes where its guards hold and
     one side is well-shaped, draw values, and compare both sides in the ⊥ model
     (also with one variable set to ⊥). A violation is a counterexample."""
     rng = np.random.default_rng(seed)
     oks, cmps = _guards(ax)
     tensor_eq = ax.rel == "==" and isinstance(ax.lhs, (Var, App))
-    sides = [ax.lhs, ax.rhs] if tensor_eq else [None]
-    # Seeds cycle through four kinds of draw: two within the values operators
-    # accept (DOMAINS) and the ranks the family uses, one adding the values an
-    # axiom must survive though no rule binds them (EDGES: negative and
-    # out-of-range axes, counts of zero or below), and one that also leaves
-    # ranks to the solver, where an axiom whose guard forgets a rank its
-    # family always has is caught. Odd seeds draw values four times larger.
+    # Draws: for an equation of tensors, one where each side is well-shaped; for
+    # a size or definedness axiom, one where its applications are well-shaped
+    # (not for "ok": that is its conclusion) and one where only its guards
+    # hold, so that a forgotten guard lets an ill-shaped application through.
+    sides: list[Any] = [ax.lhs, ax.rhs] if tensor_eq else \
+        ["guards"] if ax.rel == "ok" else [None, "guards"]
+    # Seeds cycle through four kinds of draw: one within the values operators
+    # accept (DOMAINS) and the ranks the family uses, and three adding the
+    # values an axiom must survive though no rule binds them (EDGES: negative
+    # and out-of-range axes, counts of zero or below), one of which also
+    # leaves ranks to the solver, where an axiom whose guard forgets a rank
+    # its family always has is caught. Odd seeds draw values four times larger.
     kind = seed % 4
-    domains = check_domains() if kind >= 2 else DOMAINS
-    ranks = ax.ranks if kind < 3 else {}
+    domains = DOMAINS if kind == 0 else check_domains()
+    ranks = {} if kind == 2 else ax.ranks
+    free = (0, 1, 2, 3, 4, 5) if kind == 2 else (1, 2, 3, 4)
     scale = np.float32(4.0 if seed % 2 else 1.0)
     status = "vacuous"
     for side in sides:
-        terms = [*oks, *([side] if side is not None and not isinstance(side, Var) else [])]
+        terms = [*oks, *([side] if isinstance(side, App) else [])]
         if side is None:
             terms += apps([ax.lhs, ax.rhs])
         sol = solve(terms, cmps, ranks=ranks, domains=domains, rng=rng, sizes=ax.sizes,
-                    budget=budget, free_ranks=(0, 1, 2, 3, 4, 5) if kind == 3 else (1, 2, 3, 4))
+                    budget=budget, free_ranks=free)
         if sol is None:
             continue
         shapes, ints = sol
         for v in ax.tensor_vars():
-            r = ranks.get(v, int(rng.integers(0, 6) if kind == 3 else rng.integers(1, 5)))
+            r = ranks.get(v, int(rng.choice(free)))
             shapes.setdefault(v, tuple(int(d) for d in rng.choice(ax.sizes, r)))
         for v in ax.int_vars():
             ints.setdefault(v, domains[v][int(rng.integers(len(domains[v])))])

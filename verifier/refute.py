@@ -68,7 +68,7 @@ def positive_vars(rule) -> set[str]:
     return out
 
 
-def refute(rule, seeds: int = 48, time_limit: float = 10.0,
+def refute(rule, seeds: int = 200, time_limit: float = 10.0,
            sizes: tuple[int, ...] = (1, 2, 3, 4)) -> dict[str, Any] | None:
     """A counterexample to `rule` ({"shapes", "attrs", "seed", "output", "max_diff"}
     or a shape mismatch), or None if none was found in `seeds` draws (or
@@ -80,13 +80,18 @@ def refute(rule, seeds: int = 48, time_limit: float = 10.0,
     ranks = {v: c.get("rank") for v, c in rule.vars.items()}
     domains = attribute_domains(rule)
     conds = [*rule_conditions(rule), *axis_conditions(rule)]
-    # sizes the rule names (a group count of 16 needs 16 channels) join the small ones
-    sizes = set(sizes) | {v for v in _ints_in(rule) if 0 < v <= 64}
+    # Sizes the rule names (a group count of 16 needs 16 channels) join the
+    # small ones; every fourth draw also takes larger sizes (a product whose
+    # inner size is a sum of parts), and every fourth empty axes (where two
+    # sides differ only in shape).
+    named = set(sizes) | {v for v in _ints_in(rule) if 0 < v <= 64}
+    size_sets = [sorted(named), sorted(named), sorted(named | {5, 6, 8, 12, 16}),
+                 sorted(named | {0})]
     for seed in range(seeds):
         if time.perf_counter() - start > time_limit:
             break
         rng = np.random.default_rng(seed)
-        sol = solve([*src_nodes, *dst_nodes], conds, ranks, domains, rng, sorted(sizes))
+        sol = solve([*src_nodes, *dst_nodes], conds, ranks, domains, rng, size_sets[seed % 4])
         if sol is None:
             continue
         shapes, ints = sol

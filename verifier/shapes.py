@@ -56,14 +56,21 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
 
     seen: dict[Shape, None] = {}  # shapes of sub-terms computed so far: candidates too
 
-    def consistent(assigned: set[tuple[str, str]]) -> bool:
+    # Each check is decided at the level of its last variable in `order`: the
+    # earlier levels' checks hold for the values assigned above it.
+    level = {key: k for k, key in enumerate(order)}
+    due: list[list[Any]] = [[] for _ in order]
+    for c, vs in checks:
+        if vs:
+            due[max(level[v] for v in vs)].append(c)
+
+    def consistent(k: int) -> bool:
         ev = Evaluator(shapes, ints)
-        for c, vs in checks:
-            if vs <= assigned:
-                if not ev.holds(c):
-                    return False
-                if isinstance(c, Ok):
-                    seen.setdefault(ev.shape(c.t))
+        for c in due[k]:
+            if not ev.holds(c):
+                return False
+            if isinstance(c, Ok):
+                seen.setdefault(ev.shape(c.t))
         return True
 
     def candidates(kind: str, v: str) -> list[Any]:
@@ -74,7 +81,7 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
         return _shape_candidates(ranks.get(v), [*reversed(shapes.values()), *seen], sizes,
                                  rng, free_ranks)
 
-    def search(k: int, assigned: set[tuple[str, str]]) -> bool:
+    def search(k: int) -> bool:
         if k == len(order):
             return True
         kind, v = order[k]
@@ -83,14 +90,17 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
             if state["left"] < 0:
                 raise Budget
             (ints if kind == "i" else shapes)[v] = c
-            now = assigned | {(kind, v)}
-            if consistent(now) and search(k + 1, now):
+            if consistent(k) and search(k + 1):
                 return True
             del (ints if kind == "i" else shapes)[v]
         return False
 
+    if any(not vs for _, vs in checks):  # a check of no variable: decided once
+        ev = Evaluator(shapes, ints)
+        if not all(ev.holds(c) for c, vs in checks if not vs):
+            return None
     try:
-        return (dict(shapes), dict(ints)) if search(0, set()) else None
+        return (dict(shapes), dict(ints)) if search(0) else None
     except Budget:
         return None
 
