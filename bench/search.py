@@ -7,7 +7,8 @@ For each model: search seconds (cutting into pieces, the search core, joining;
 folding weights into initializers afterwards is shown apart), CPU seconds of
 the whole optimization, graphs
 explored, cost before and after (by default the analytic model, which is
-deterministic, so that two runs compare), rules applied, and the ratio of
+deterministic, so that two runs compare), rules applied, why the search
+stopped (the most limited piece's reason), and the ratio of
 our search time to Tensat's published figure for the model (Tensat, MLSys'21,
 Table 3; TASO took 13.6 s to 1226 s on the same models). One run; figures vary
 with the machine's load, so read ratios, not absolute times.
@@ -45,6 +46,7 @@ def bench_model(name: str, small: bool, budget: int, rules, check: bool,
            "core_seconds": r.core_seconds, "fold_seconds": r.fold_seconds,
            "total_seconds": r.seconds, "cpu_seconds": cpu,
            "rules_applied": sum(r.rules_applied.values()), "rules": r.rules_applied,
+           "stop_reason": getattr(r, "stop_reason", ""),  # (older reports have none)
            "tensat_seconds": TENSAT_SECONDS.get(name)}
     if row["tensat_seconds"]:
         row["vs_tensat"] = r.search_seconds / row["tensat_seconds"]
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     rows = []
     head = (f"{'model':<14}{'ops':>11}{'cost ms':>18}{'gain':>7}{'explored':>9}{'pieces':>8}"
-            f"{'search s':>9}{'fold s':>8}{'cpu s':>7}{'rules':>6}{'/tensat':>8}")
+            f"{'search s':>9}{'fold s':>8}{'cpu s':>7}{'rules':>6}{'/tensat':>8}  stopped")
     print(head)
     for name in args.models.split(","):
         row = bench_model(name, args.small, args.budget, rules, args.check, args.unverified,
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['explored']:>9}{row['pieces']:>4}/{row['distinct_pieces']:<3}"
               f"{row['search_seconds']:>9.2f}{row['fold_seconds']:>8.2f}"
               f"{row['cpu_seconds']:>7.2f}{row['rules_applied']:>6}{ratio:>8}"
+              f"  {row['stop_reason'] or '-'}"
               + (f"  err {row['max_error']:.1e}" if "max_error" in row else ""), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

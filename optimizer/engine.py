@@ -263,7 +263,7 @@ class Engine:
     # ---- graphs -------------------------------------------------------------------
     def _computed_nodes(self, g: Graph) -> dict[tuple, tuple[int, tuple]]:
         """`_node_key` -> (node id, inputs) of g's computed nodes; kept for the
-        last graph asked about, which `refine_joined` asks about per candidate."""
+        last graph asked about, which the joined pass asks about per candidate."""
         if self._known is None or self._known[0] is not g or self._known[1] != len(g.nodes):
             index = {_node_key((n.op, n.attrs), list(n.inputs)): (n.id, tuple(n.inputs))
                      for n in g.nodes.values() if n.op not in ("input", "weight", "opaque")}

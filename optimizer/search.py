@@ -219,7 +219,7 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     raises `taso.CheckError`, and the report's `max_error` is the largest
     difference.
     `progress(piece, pieces, expanded, best_cost)` is called while searching;
-    piece == pieces is the pass over the joined graph (`runner.joined_pass`),
+    piece == pieces is the pass over the joined graph (`Runner.joined_pass`),
     with `expanded` the rewrites it has applied. The report says why the search
     stopped (`stop_reason`) and what each pass did (`pass_reports`)."""
     if not isinstance(graph, Graph):

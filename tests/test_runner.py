@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from taso.optimizer.cost import get_cost_model
 from taso.optimizer.cost.measured import MeasuredCostModel
+from taso.optimizer.report import summary_text
 from taso.optimizer.runner import Limits, Objective, Runner
 from taso.optimizer.search import run_search
 from taso.rules_db import SHIPPED, PNode, Rule, load
@@ -73,6 +74,7 @@ def test_the_report_says_why_the_search_stopped():
     assert search["cost_after"] < search["cost_before"] and search["applied"] == {"reassoc": 1}
     d = r.to_json()
     assert d["stop_reason"] == "saturated" and d["pass_reports"] == r.pass_reports
+    assert "search stopped   saturated (every graph the rules reach" in summary_text(r)
     # The limits, each named: a time limit is not a spent budget.
     assert run_search(g, budget=1, rules=[REASSOC], cost_model="analytic",
                       check=False).stop_reason == "budget"
