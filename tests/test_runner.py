@@ -118,6 +118,28 @@ def test_the_op_cap_is_a_limit_of_the_runner():
     assert capped.applied == {} and capped.stop_reason == "saturated"
 
 
+def test_settled_timings_run_the_passes_again():
+    from taso.optimizer.cost.analytic import AnalyticCost
+
+    class Settling(AnalyticCost):  # a model whose re-timed keys moved, `moves` times
+        def __init__(self, moves: int):
+            super().__init__()
+            self.moves = moves
+
+        def settle(self) -> bool:
+            self.moves -= 1
+            return self.moves >= 0
+
+    g = _chains(1)
+    for moves, rounds in ((0, 1), (1, 2), (5, 3)):  # at most SETTLE_ROUNDS more
+        r = Runner([REASSOC], Settling(moves)).run(g.pruned())
+        assert r.rounds == rounds and r.applied == {"reassoc": 1}
+        assert [(p.name, p.round) for p in r.passes] == [
+            *[(name, k) for k in range(1, rounds + 1) for name in ("search", "joined")],
+            ("fold", rounds)]
+        assert r.explored == 2 * rounds  # counted over the rounds
+
+
 # ---- the objective ------------------------------------------------------------------
 class SkipLayerNormDevice(MeasuredCostModel):
     """A fusing device on which a layer normalization fused after a residual add

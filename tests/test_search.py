@@ -109,8 +109,12 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
     assert r.extra["timed"]["rules"] == {"reassoc": 1}  # what was timed, kept or not
     assert r.rules_applied == ({"reassoc": 1} if kept else {})
     assert (r.cost_after < r.cost_before) is kept
+    timing = r.pass_reports[-1]  # the runner's last pass
+    assert (timing["name"], timing["kept"]) == ("timing", kept)
+    assert timing["detail"] == r.extra["timed"]
     untimed = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed(), timing=False)
     assert untimed.rules_applied == {"reassoc": 1} and untimed.extra["timed"] is None
+    assert [p["name"] for p in untimed.pass_reports] == ["search", "joined", "fold"]
 
 
 def test_matmul_chain_is_kept_when_reassociation_costs_more():
