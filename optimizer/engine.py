@@ -10,6 +10,12 @@ questions, each once per distinct key (the core memoizes the answers):
   structural match of a rule satisfies its attribute, shape and weight
   constraints, and if so the target side's concrete attribute ids (symbolic
   pattern attributes are resolved here, through `Op.resolve`).
+
+"Does not apply" is an answer, given explicitly: a ShapeError from an
+operator's shape rule, or a pattern's no (`rules_db.pattern`). Any other
+exception is a bug in an operator or a rule, and it is raised as an
+`EngineError` naming the operator or rule and the shapes, never read as "no
+rule fires" (`ON_ERROR`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -32,7 +39,19 @@ from .cost import CostModel
 
 log = logging.getLogger("taso.optimizer")
 
-# Kinds as the core knows them (optimizer/csrc/core.h).
+# What an exception that is not an answer does in the core's questions: "raise"
+# (an EngineError), or "skip": logged once per operator or rule and taken as
+# "does not apply", to optimize past a broken operator (TASO_RULE_ERRORS=skip).
+ON_ERROR = "skip" if os.environ.get("TASO_RULE_ERRORS", "") == "skip" else "raise"
+
+
+class EngineError(RuntimeError):
+    """An operator's shape rule or a rule's pattern failed with an exception
+    that is not an answer (a bug): the message names the operator or rule and
+    the shapes."""
+
+
+# Kinds as the core knows them (optimizer/csrc/graph.h).
 COMPUTE, INPUT, WEIGHT, OPAQUE, CONSTGEN = range(5)
 _KIND = {"input": INPUT, "weight": WEIGHT, "opaque": OPAQUE}
 
@@ -66,6 +85,7 @@ class Engine:
         self._costs: dict[Any, float] = {}
         self._inferred: dict[tuple, tuple] = {}  # see from_core
         self._known: tuple | None = None  # see _computed_nodes
+        self._skipped: set[tuple[str, str]] = set()  # failures logged (ON_ERROR "skip")
         # The core calls back through a weak reference: no cycle keeps either alive.
         me = weakref.ref(self)
         self.core = _search.Core([op_kind(n) for n in self.type_names],
@@ -123,8 +143,10 @@ class Engine:
         shapes = [self.shapes[s] for s in in_shapes]
         try:
             outs = OPS[op].out_shapes(a, shapes)
-        except (ShapeError, ValueError, TypeError, IndexError, KeyError):
-            return None
+        except ShapeError:
+            return None  # the operator does not take these shapes
+        except Exception as e:  # anything else is the shape rule's bug: named, not swallowed
+            return self._failed(f"operator {op}", f"{op}{shapes} with {a}", e)
         return [self.shape_id(s) for s in outs], self.op_cost(op, a, shapes)
 
     def _filter(self, ri: int, p: int, attr: int, in_shapes: list[int]) -> bool:
@@ -139,12 +161,14 @@ class Engine:
             if rank is not None and len(s) != rank:
                 return False
         env = {r: _Shaped(s) for r, s in zip(pn.inputs, shapes)}
+        actual = dict(self.attrs[attr][1])
         try:
-            return pattern.bind_attrs(pn.op, pn.attrs, dict(self.attrs[attr][1]), shapes, env,
-                                      {})
-        except KeyError:
-            return True
-        except (ShapeError, ValueError, TypeError, IndexError):
+            return pattern.bind_attrs(pn.op, pn.attrs, actual, shapes, env, {}, alone=True)
+        except ShapeError:
+            return False  # the shapes make the pattern's attributes invalid
+        except Exception as e:  # a bug in the rule or the operator: named, not swallowed
+            self._failed(f"rule {rule.id}", f"rule {rule.id}, source node {p} ({pn.op} with "
+                         f"{actual} on {shapes})", e)
             return False
 
     def _check(self, ri: int, attr_ids: list[int], outs: list[list[int]],
@@ -161,30 +185,53 @@ class Engine:
         for i, o in enumerate(outs):
             for k, s in enumerate(o):
                 env[(i, k)] = _Shaped(self.shapes[s])
-        binds: dict[str, Any] = {}
         try:
-            for i, pn in enumerate(rule.src):
-                actual = dict(self.attrs[attr_ids[i]][1])
-                if not pattern.bind_attrs(pn.op, pn.attrs, actual,
-                                          [env[r].shape for r in pn.inputs], env, binds):
-                    return None
-            denv: dict[Any, _Shaped] = {v: env[v] for v in names}
-            ids = []
-            for j, pn in enumerate(rule.dst):
-                op = OPS[pn.op]
-                in_shapes = [denv[r].shape for r in pn.inputs]
-                a = pattern.target_attrs(pn, in_shapes, denv, binds)
-                for k, s in enumerate(op.out_shapes(a, in_shapes)):
-                    denv[(j, k)] = _Shaped(s)
-                ids.append(self.attr_id(pn.op, op.make_attrs(**a)))
+            target = self._target(rule, names, attr_ids, env)
         except ShapeError:
             return None  # the target is not valid for these shapes
-        except (KeyError, ValueError, TypeError, IndexError) as e:
-            log.debug("rule %s cannot be instantiated here: %r", rule.id, e)
+        except Exception as e:  # a bug in the rule or an operator: named, not swallowed
+            shapes = {v: env[v].shape for v in names}
+            self._failed(f"rule {rule.id}", f"rule {rule.id} at {shapes}", e)
             return None
+        if target is None:
+            return None
+        ids, denv = target
         if any(env[s].shape != denv[d].shape for s, d in rule.outputs):
             return None
         return ids
+
+    def _target(self, rule: Rule, names: list[str], attr_ids: list[int],
+                env: dict[Any, _Shaped]) -> tuple[list[int], dict] | None:
+        """Where the source's attributes bind (else None): the target side's
+        attribute ids, and its tensors by reference."""
+        binds: dict[str, Any] = {}
+        for i, pn in enumerate(rule.src):
+            actual = dict(self.attrs[attr_ids[i]][1])
+            if not pattern.bind_attrs(pn.op, pn.attrs, actual,
+                                      [env[r].shape for r in pn.inputs], env, binds):
+                return None
+        denv: dict[Any, _Shaped] = {v: env[v] for v in names}
+        ids = []
+        for j, pn in enumerate(rule.dst):
+            op = OPS[pn.op]
+            in_shapes = [denv[r].shape for r in pn.inputs]
+            a = pattern.target_attrs(pn, in_shapes, denv, binds)
+            for k, s in enumerate(op.out_shapes(a, in_shapes)):
+                denv[(j, k)] = _Shaped(s)
+            ids.append(self.attr_id(pn.op, op.make_attrs(**a)))
+        return ids, denv
+
+    def _failed(self, where: str, what: str, e: Exception) -> None:
+        """An exception that is not an answer: raised as an EngineError, or with
+        ON_ERROR "skip" logged once per `where` and taken as "does not apply"."""
+        if ON_ERROR != "skip":
+            raise EngineError(f"{what}: {type(e).__name__}: {e} (a bug in {where}; "
+                              f"TASO_RULE_ERRORS=skip takes it as 'does not apply')") from e
+        if (where, type(e).__name__) not in self._skipped:
+            self._skipped.add((where, type(e).__name__))
+            log.warning("%s: %s: %s; taken as 'does not apply' (TASO_RULE_ERRORS=skip)",
+                        what, type(e).__name__, e)
+        return None
 
     # ---- rules ------------------------------------------------------------------
     def add_rule(self, rule: Rule) -> None:
@@ -216,7 +263,7 @@ class Engine:
     # ---- graphs -------------------------------------------------------------------
     def _computed_nodes(self, g: Graph) -> dict[tuple, tuple[int, tuple]]:
         """`_node_key` -> (node id, inputs) of g's computed nodes; kept for the
-        last graph asked about, which `refine_joined` asks about per candidate."""
+        last graph asked about, which the joined pass asks about per candidate."""
         if self._known is None or self._known[0] is not g or self._known[1] != len(g.nodes):
             index = {_node_key((n.op, n.attrs), list(n.inputs)): (n.id, tuple(n.inputs))
                      for n in g.nodes.values() if n.op not in ("input", "weight", "opaque")}

@@ -12,6 +12,11 @@ verifier proves them like any generated rule:
 - a grouped conv                      ->  one with a half or a quarter of the
                                          groups (MERGE_GCONV);
 - a dense layer + residual add (3-D)  ->  the same over the matrix of rows.
+
+Two kinds carry tags (`rules_db.pattern.TAGS`) that the search reads from the
+rules it is given: `across_pieces` (the stacked products, whose matches lie
+in different pieces of a partitioned graph) and `fused_gain` (the 3-D dense
+layer, whose gain only a fusion-aware cost sees).
 """
 
 from __future__ import annotations
@@ -31,9 +36,13 @@ def _dim(ref, axis: int) -> dict:
     return {"dim": [ref, axis]}
 
 
-def _rule(rid: str, src: list[PNode], dst: list[PNode], outputs, **vars_) -> Rule:
+MODULE = "taso.optimizer.fusion_rules"  # __name__ is "__main__" under python -m
+
+
+def _rule(rid: str, src: list[PNode], dst: list[PNode], outputs, *, tags: tuple[str, ...] = (),
+          **vars_) -> Rule:
     r = Rule(rid, src, dst, [tuple(o) for o in outputs],
-             provenance={"source": "hand-written", "module": "taso.optimizer.fusion_rules"})
+             provenance={"source": "hand-written", "module": MODULE}, tags=list(tags))
     r.vars = {v: dict(vars_.get(v, {})) for v in r.variables()}
     return r
 
@@ -177,9 +186,11 @@ def stacked_rows_rules() -> list[Rule]:
                    PNode("split", [(1, 0)], {"axis": 0, "sizes": sizes})]
             if n > 1:
                 dst.append(PNode("concat", xs, {"axis": 0}))
+            # A recurrent layer's steps lie in different pieces: across_pieces.
             rule = _rule(f"fusion-merge-{name}-rows" if n == 1 else
                          f"fusion-stack-{name}-rows-{n}", src, dst, outputs,
-                         **{x: {"rank": 2} for x in [*xs, "y"]}, **ranks)
+                         tags=("across_pieces",), **{x: {"rank": 2} for x in [*xs, "y"]},
+                         **ranks)
             (pairs if n == 1 else stacks).append(rule)
     return stacks + pairs
 
@@ -205,20 +216,13 @@ def group_rules() -> list[Rule]:
     return rules
 
 
-# Rules the search also tries on the joined graph, against `graph_cost`: those
-# whose gain a sum of node costs cannot see, only a cost that knows what the
-# device fuses, and those whose matches lie in different pieces (a recurrent
-# layer's steps).
-FUSED_GAINS = ("rows-dense-residual",)
-ACROSS_PIECES = tuple(r.id for r in stacked_rows_rules())
-
-
 def row_rules() -> list[Rule]:
     """A dense layer with a residual add, over a 3-D tensor, run over the matrix of
     its rows and reshaped back: onnxruntime then multiplies without reshaping
     around its Gemm, and no longer fuses the residual add into a following
     layer normalization (SkipLayerNormalization only matches 3-D inputs), which
-    on a CPU ran 5x slower than the two apart."""
+    on a CPU ran 5x slower than the two apart. A sum of node costs sees only
+    the reshapes it adds: fused_gain."""
     dense = {"activation": "none"}
     return [_rule(
         "rows-dense-residual",
@@ -228,14 +232,14 @@ def row_rules() -> list[Rule]:
          PNode("add", [(1, 0), "b"]), PNode("flatten", ["r"], {"axis": 2}),
          PNode("ewadd", [(3, 0), (2, 0)]),
          PNode("reshape", [(4, 0)], {"shape": [_dim("r", 0), _dim("r", 1), _dim("r", 2)]})],
-        [[(2, 0), (5, 0)]],
+        [[(2, 0), (5, 0)]], tags=("fused_gain",),
         x={"rank": 3}, w={"rank": 2}, r={"rank": 3},
         b={"rank": 1, "same_dim": [[0, "w", 1]]})]
 
 
 def fusion_rules() -> RuleSet:
     rules = bias_rules() + activation_rules() + merge_rules() + group_rules() + row_rules()
-    rs = RuleSet(rules, name="fusion", provenance={"source": "hand-written", "module": __name__})
+    rs = RuleSet(rules, name="fusion", provenance={"source": "hand-written", "module": MODULE})
     return RuleSet.from_json(rs.to_json())  # in the form a loaded rule set has
 
 

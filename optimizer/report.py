@@ -7,6 +7,11 @@ from typing import Any
 
 from .search import SearchReport
 
+# What each stop reason (runner.STOPS) means to a user reading the summary.
+STOPPED = {"saturated": "saturated (every graph the rules reach was expanded)",
+           "exhausted": "exhausted (every graph within alpha of the best was expanded)",
+           "budget": "at the budget (--budget)", "time_limit": "at the time limit (--time-limit)"}
+
 
 def summary_dict(report: SearchReport, **extra: Any) -> dict[str, Any]:
     d = report.to_json()
@@ -25,6 +30,7 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
         ("graphs explored", f"{d['explored']} expanded, {d['generated']} distinct"
                             + (f" ({d['passes']} searches: timings settled)"
                                if d.get("passes", 1) > 1 else "")),
+        ("search stopped", STOPPED.get(d.get("stop_reason", ""), d.get("stop_reason", ""))),
         ("pieces", f"{d['pieces']} ({d['distinct_pieces']} distinct)"),
         ("search seconds", f"{d['search_seconds']:.3f} (core {d['core_seconds']:.3f}, "
                            f"folding {d['fold_seconds']:.3f})"),

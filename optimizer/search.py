@@ -1,10 +1,10 @@
 """`optimize`: the cost-based search over a graph, end to end.
 
-Rules are compiled into the C++ core once per run; a large graph is cut into
-pieces at narrow points (identical pieces are searched once); each piece is
-searched by TASO's backtracking (priority queue by cost, alpha relaxation, a
-budget of expanded graphs, hash dedup, op-count cap); the pieces are joined and
-weight-only subgraphs folded into initializers.
+The front door: the defaults and their setters, the search's arguments
+checked, the rules resolved (only proved ones), the `Runner` run over the
+graph (runner.py: the limits, the objective, the passes and why the search
+stopped), the result checked against the original in onnxruntime, and the
+report a user reads.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import logging
 import math
 import os
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +24,7 @@ from taso.verifier.record import is_current
 from taso.ir import Graph
 
 from .cost import CostModel, get_cost_model
-from .engine import Engine
-from .fold import fold_weights
-from .fusion_rules import ACROSS_PIECES, FUSED_GAINS
-from .partition import Piece, join, piece_key, shared_weights, split_graph
+from .runner import Limits, Runner, RunReport
 
 log = logging.getLogger("taso.optimizer")
 
@@ -36,10 +32,6 @@ log = logging.getLogger("taso.optimizer")
 # the optimized model will run; "analytic" (a roofline, no device) is for
 # tests and quick looks, and its choices can run slower here.
 DEFAULTS: dict[str, Any] = {"budget": 1000, "alpha": 1.05, "cost_model": "ort"}
-# Pieces of a partitioned graph: at least MIN, at most MAX operators.
-PIECE_MIN_OPS, PIECE_MAX_OPS = 8, 48
-# At most this many searches again after a measured model settles its timings.
-SETTLE_PASSES = 2
 
 
 def set_search_budget(n: int) -> None:
@@ -153,6 +145,11 @@ class SearchReport:
     num_rules: int = 0
     cost_model: str = ""
     max_error: float | None = None
+    # Why the search stopped (runner.STOPS: the most limited piece's reason):
+    # "saturated", "exhausted" (of candidates within alpha), "budget", "time_limit".
+    stop_reason: str = ""
+    # What each of the runner's passes did (runner.PassReport), in order.
+    pass_reports: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -162,7 +159,7 @@ class SearchReport:
         d["ops_after"] = self.graph.num_ops()
         d["timed"] = self.extra.get("timed")  # the whole-model timing, where one ran
         d["costs_measured"] = self.extra.get("costs_measured")
-        d["passes"] = self.extra.get("passes", 1)  # searches: 1, more after settled timings
+        d["passes"] = self.extra.get("passes", 1)  # rounds: 1, more after settled timings
         return d
 
 
@@ -222,8 +219,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     raises `taso.CheckError`, and the report's `max_error` is the largest
     difference.
     `progress(piece, pieces, expanded, best_cost)` is called while searching;
-    piece == pieces is the pass over the joined graph (`refine_joined`), with
-    `expanded` the rewrites it has applied."""
+    piece == pieces is the pass over the joined graph (`Runner.joined_pass`),
+    with `expanded` the rewrites it has applied. The report says why the search
+    stopped (`stop_reason`) and what each pass did (`pass_reports`)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"optimize needs a taso Graph (taso.load_onnx(model) reads one from "
                         f"ONNX), not {type(graph).__name__}")
@@ -246,58 +244,13 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     timed_before = (getattr(model, "measured", 0), getattr(model, "measure_seconds", 0.0))
     g = graph.pruned()
     model.price_within(g)  # its pieces and rewrites are priced as parts of it
-    engine = Engine(rule_list, model)
-    pieces = split_graph(g, PIECE_MIN_OPS, PIECE_MAX_OPS) if partition else None
-    found = _search_once(g, pieces, engine, model, rule_list, margin, budget, alpha,
-                         time_limit, progress)
-    # Small programs timed in a moment of disturbance (another tenant's burst,
-    # weights evicted from a shared cache) read 1.5-3x their cost and steer
-    # the search; each such timing is taken again, seconds later, and where
-    # one moved the search runs again on the settled costs (which may time
-    # new keys, settled in turn).
-    settle = getattr(model, "settle", None)
-    passes = 1
-    for _ in range(SETTLE_PASSES):
-        if settle is None or not settle():
-            break
-        passes += 1
-        before = found
-        engine = Engine(rule_list, model)
-        found = _search_once(g, pieces, engine, model, rule_list, margin, budget, alpha,
-                             time_limit, progress)
-        found.explored += before.explored
-        found.generated += before.generated
-        found.core_seconds += before.core_seconds
-    out, applied = found.graph, found.applied
-    t1 = time.perf_counter()
-    if fold:
-        out = fold_weights(out)
-    t2 = time.perf_counter()
-    timed = None
-    time_models = getattr(model, "time_models", None)
-    if timing and applied and time_models is not None:
-        # The last word is the device's: both whole models, timed against each
-        # other. Node and chain costs cannot see everything a runtime does
-        # with a graph (NasRNN's relu merges: predicted cheaper, ran slower).
-        original = fold_weights(g) if fold else g
-        try:
-            before_ms, after_ms = time_models([original, out])
-        except Exception as e:  # a node the device cannot run (cupy: opaque), a failed run
-            log.warning("the whole-model timing was skipped: %s",
-                        str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
-        else:
-            timed = {"original_ms": before_ms, "optimized_ms": after_ms,
-                         "kept": after_ms < (1 - model.measured_gain) * before_ms,
-                         "seconds": time.perf_counter() - t2,
-                         "rules": dict(sorted(applied.items()))}
-        if timed is not None and not timed["kept"]:
-            log.info("kept the original: it measured %.3f ms, the optimized %.3f ms",
-                     before_ms, after_ms)
-            out, applied = original, Counter()
+    limits = Limits(budget=budget, alpha=alpha, time_limit=float(time_limit), min_gain=margin)
+    run = Runner(rule_list, model, limits, partition=partition, fold=fold, timing=timing,
+                 progress=progress).run(g)
+    out, applied = run.graph, run.applied
     out.dim_params = dict(g.dim_params)
     out.output_dim_params = dict(g.output_dim_params)
     max_error = None
-    notes: list[str] = []
     if check:
         from .check import BindingError, check_result
 
@@ -323,22 +276,23 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
             again.extra["notes"] = [f"rules that size by a dim were left out: with them the "
                                     f"result held at the searched binding only ({e})"]
             return again
-    t3 = time.perf_counter()
-    t3 = time.perf_counter()
-    # The cost the result was judged by: fused where the device fuses.
-    price = model.graph_cost if getattr(model, "fuses", False) else \
-        (lambda h: engine.to_core(h).cost)
-    report = SearchReport(
-        graph=out, cost_before=price(g), cost_after=price(out),
-        rules_applied=dict(sorted(applied.items())), explored=found.explored,
-        generated=found.generated, seconds=t3 - t0, search_seconds=t1 - t0,
-        core_seconds=found.core_seconds, fold_seconds=t2 - t1, pieces=found.pieces,
-        distinct_pieces=found.distinct_pieces,
-        num_rules=len(engine.rules), cost_model=model.name, max_error=max_error,
-        extra={"ops_before": g.num_ops(), "core": dict(engine.core.counters), "notes": notes,
-               "timed": timed, "costs_measured": _costs_measured(model, timed_before),
-               "passes": passes})
-    return report
+    return _report(run, g, model, len(rule_list), time.perf_counter() - t0, max_error,
+                   timed_before)
+
+
+def _report(run: RunReport, g: Graph, model: CostModel, num_rules: int, seconds: float,
+            max_error: float | None, timed_before: tuple[int, float]) -> SearchReport:
+    return SearchReport(
+        graph=run.graph, cost_before=run.cost_before, cost_after=run.cost_after,
+        rules_applied=dict(sorted(run.applied.items())), explored=run.explored,
+        generated=run.generated, seconds=seconds, search_seconds=run.search_seconds,
+        core_seconds=run.core_seconds, fold_seconds=run.fold_seconds, pieces=run.pieces,
+        distinct_pieces=run.distinct_pieces, num_rules=num_rules, cost_model=model.name,
+        max_error=max_error, stop_reason=run.stop_reason,
+        pass_reports=[p.to_json() for p in run.passes],
+        extra={"ops_before": g.num_ops(), "core": run.core_counters, "notes": [],
+               "timed": run.timed, "costs_measured": _costs_measured(model, timed_before),
+               "passes": run.rounds})
 
 
 def binding_free(rule: Rule) -> bool:
@@ -364,80 +318,6 @@ def _one_binding(e: Exception, g: Graph) -> Exception:
                       f"static=True (taso-opt --static) to write it at that binding")
 
 
-@dataclass
-class _Found:
-    """What one pass of the search (the pieces, then the joined graph) found."""
-    graph: Graph
-    applied: Counter[str]
-    explored: int = 0
-    generated: int = 0
-    core_seconds: float = 0.0
-    pieces: int = 1
-    distinct_pieces: int = 1
-
-
-def _search_once(g: Graph, pieces: list[Piece] | None, engine: Engine, model: CostModel,
-                 rule_list: list[Rule], margin: float, budget: int, alpha: float,
-                 time_limit: float, progress: Callable | None) -> _Found:
-    """Search the `pieces` of `g` (all of it where None), join them and rewrite
-    the joined graph (`refine_joined`)."""
-    graphs = [p.graph for p in pieces] if pieces else [g]
-    pinned = shared_weights(pieces) if pieces else [()]
-    results: dict[tuple, Any] = {}
-    applied: Counter[str] = Counter()
-    explored = generated = 0
-    core_seconds = 0.0
-    optimized = []
-    for k, pg in enumerate(graphs):
-        key = (piece_key(pg), pinned[k])
-        cg = engine.to_core(pg, pinned[k])
-        if key not in results:
-            cb = None
-            if progress is not None:
-                progress(k, len(graphs), 0, cg.cost)
-
-                def cb(e, best, queued, k=k):  # from inside the core's loop
-                    progress(k, len(graphs), e, best)
-            res = engine.core.search(cg, budget=budget, alpha=alpha, time_limit=time_limit,
-                                     progress=cb, progress_every=50 if cb else 0)
-            explored += res["expanded"]
-            generated += res["generated"]
-            core_seconds += res["seconds"]
-            results[key] = res
-            log.debug("piece %d/%d: %d ops, cost %.4f -> %.4f, %d expanded, %.3fs", k + 1,
-                      len(graphs), cg.num_ops, res["initial_cost"], res["best"].cost,
-                      res["expanded"], res["seconds"])
-        res = results[key]
-        best = engine.from_core(res["best"], pg)
-        # A device that fuses can run a rewrite slower than its node costs say:
-        # keep it only if the model's whole-graph cost agrees (cost/measured.py),
-        # by more than the gain the model can resolve; constants it adds count
-        # as the core counted them.
-        grown = engine.core.byte_cost * (res["best"].const_bytes - cg.const_bytes)
-        if res["applied"] and \
-                model.graph_cost(best) + grown >= (1 - margin) * model.graph_cost(pg):
-            best = pg
-        else:
-            applied.update(engine.rules[i].id for i in res["applied"])
-        optimized.append(best)
-    out = join(g, pieces, optimized) if pieces else optimized[0]
-    fuses = getattr(model, "fuses", False)
-    # On the joined graph: a piece may cut a fusion, or hold one of the nodes a
-    # rule matches and not the other.
-    step = None if progress is None else (
-        lambda n, c: progress(len(graphs), len(graphs), n, c))
-    # Judged from the graph the search began with: the pieces may have taken
-    # most of a gain (BERT imported from ONNX: 15 of 24 dense layers) and left
-    # the joined pass less than the margin of the rest, alone. Its rules are
-    # the few listed, each step must lower the cost, and the whole model is
-    # timed after.
-    out, more = refine_joined(out, model, rule_list, margin,
-                              ACROSS_PIECES + (FUSED_GAINS if fuses else ()), progress=step,
-                              baseline=model.graph_cost(g))
-    applied.update(more)
-    return _Found(out, applied, explored, generated, core_seconds, len(graphs), len(results))
-
-
 def _why_no_rules(rules: Any, unverified: bool) -> str:
     """What to tell a user whose rules came to nothing."""
     if rules is None:
@@ -459,70 +339,6 @@ def _costs_measured(model: CostModel, before: tuple[int, float]) -> dict[str, An
     return {"new": model.measured - before[0],
             "seconds": round(model.measure_seconds - before[1], 3),
             "cache": str(cache.path) if cache is not None else None}
-
-
-def refine_joined(graph: Graph, model: CostModel, rules: list[Rule], margin: float,
-                  ids: tuple[str, ...], max_steps: int = 4096,
-                  progress: Callable[[int, float], None] | None = None,
-                  baseline: float | None = None) -> tuple[Graph, Counter[str]]:
-    """Apply the rules named in `ids`, one match at a time (the first that lowers
-    the graph's cost, `graph_cost`), while the cost falls, for at most
-    `max_steps` steps; keep the result if it lies more than `margin` below
-    `baseline` (default: the cost of `graph`); `progress(rewrites, cost)` after
-    each.
-    For rules the search of pieces misses: those whose gain only a fusion-aware
-    cost sees (`FUSED_GAINS`; the core ranks graphs by the sum of node costs, to
-    which such a rewrite only adds nodes) and those whose matches span pieces
-    (`ACROSS_PIECES`)."""
-    applied: Counter[str] = Counter()
-    chosen = [r for r in rules if r.id in ids]
-    if not chosen:
-        return graph, applied
-    engine = Engine(chosen, model)
-    cg = engine.to_core(graph)
-    start = cost = model.graph_cost(graph)
-    start_bytes = cg.const_bytes  # constants a rewrite adds count as in the core
-    best_graph = graph
-    # The first improvement, not the best: the matches are mostly independent
-    # (one per layer or time step), and a long sequence has thousands, so the
-    # core builds the rewrites a page at a time (pages of 1, 2, 4, ... 64).
-    # A match that did not lower the cost is passed over in later steps (by its
-    # key, which a rewrite of other nodes leaves alone), so that a step prices
-    # about one graph instead of every loser before the first winner. A rewrite
-    # of its consumers can make a loser win, so when none is left to win, the
-    # passed-over ones are tried once more before stopping (that pass counts
-    # as one of the `max_steps`).
-    passed: set[int] = set()
-    retried = False
-    for _ in range(max_steps):
-        found, page = None, 1
-        while found is None:
-            cands = engine.core.expand(cg, 0, page, passed)
-            for ri, key, cand in cands:
-                g = engine.from_core(cand, graph)
-                c = model.graph_cost(g) + engine.core.byte_cost * (cand.const_bytes - start_bytes)
-                if c < cost:
-                    found = (ri, cand, g, c)
-                    break
-                passed.add(key)
-            if found is not None or len(cands) < page:
-                break
-            page = min(2 * page, 64)  # the losers of this page are passed over now
-        if found is None:
-            if retried or not passed:
-                break
-            passed.clear()
-            retried = True
-            continue
-        retried = False
-        ri, cg, best_graph, cost = found
-        applied[engine.rules[ri].id] += 1
-        if progress is not None:
-            progress(sum(applied.values()), cost)
-    if not applied or cost >= (1 - margin) * (start if baseline is None else baseline):
-        return graph, Counter()
-    log.info("rewrites of the joined graph: %s, cost %.3f -> %.3f", dict(applied), start, cost)
-    return best_graph, applied
 
 
 def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .pattern import RuleError, checked_set, parse_ruleset
+from .parse import checked_set, parse_ruleset
+from .pattern import RuleError
 from .rule import RuleSet
 from .taso_pb import read_taso_pb
 

@@ -3,12 +3,12 @@ the search core's inputs, the Z3 encoder, the refuter and coverage all read.
 
 `rule.py` holds a rule as data; this module gives it its meaning:
 
-- `parse_rule` / `checked`: a rule is well-formed when every operator is known
+- `checked` (and `parse.parse_rule`, for JSON): a rule is well-formed when every operator is known
   and given as many inputs as it takes, every reference names an existing
   output of an earlier node of its side, every variable and attribute variable
   the target reads is bound by the source, constraints name the rule's own
-  variables, and at least one output is mapped. Anything else is a
-  `RuleError` naming the rule and the problem.
+  variables, at least one output is mapped and its tags are known (`TAGS`).
+  Anything else is a `RuleError` naming the rule and the problem.
 - Axes are normalised once, here: a negative axis (in a `same_dim` constraint,
   a `{"dim": [ref, axis]}` size or an operator's axis attribute) counts from the
   end of a tensor whose rank the rule declares, and becomes non-negative; where
@@ -17,7 +17,9 @@ the search core's inputs, the Z3 encoder, the refuter and coverage all read.
   bound to 0 .. rank-1, which is what the proof assumes (`axis_variables`).
 - Constraints (`var_fits`, `same_dims_hold`), attribute binding against a
   node (`bind_attrs`), the target's concrete attributes (`target_attrs`) and
-  instantiation of a side as a graph (`instantiate`).
+  instantiation of a side as a graph (`instantiate`). Whether a rule applies is
+  answered, never raised: False, or a ShapeError where the shapes at hand make
+  a size or an operator invalid; any other exception is a bug.
 
 Attribute values in patterns are concrete, or symbolic:
   "?name"                  an attribute variable, bound where the source matches
@@ -34,9 +36,20 @@ from typing import Any
 from taso.ops import OPS, ShapeError
 from taso.ops.base import freeze
 
-from .rule import FORMAT, VERSION, PNode, Ref, Rule, RuleSet
+from .rule import PNode, Ref, Rule
 
 CONSTRAINTS = ("rank", "weight", "same_dim")
+# A rule's roles in the search beyond being searched with (the search reads
+# them from the rules it is given). A proof does not cover them: they say where
+# a proved rule is tried, not what it means.
+TAGS = {
+    # Also tried on the joined graph, one match at a time: its matches lie in
+    # different pieces (a recurrent layer's steps).
+    "across_pieces": "its matches span the pieces of a partitioned graph",
+    # Also tried on the joined graph where the device fuses: its gain shows in
+    # a fusion-aware cost only (a sum of node costs sees the nodes it adds).
+    "fused_gain": "its gain shows only in a cost that knows what the device fuses",
+}
 MAX_RANK = 8
 _SOURCES = ("input", "weight", "opaque")  # graph nodes, never pattern nodes
 
@@ -47,102 +60,6 @@ class RuleError(ValueError):
     def __init__(self, rule_id: Any, problem: str):
         self.rule_id, self.problem = rule_id, problem
         super().__init__(f"rule {rule_id}: {problem}")
-
-
-# ---- parsing ----------------------------------------------------------------------
-def parse_rule(d: Any, where: str = "") -> Rule:
-    """A well-formed, normalised rule from its JSON form (`Rule.to_json`)."""
-    if not isinstance(d, dict):
-        raise RuleError(f"#{where}" if where else "?", f"is a JSON {type(d).__name__}, "
-                        "not an object")
-    rid = d.get("id")
-    if not isinstance(rid, str) or not rid:
-        raise RuleError(f"#{where}" if where else "?", "has no string id")
-
-    def need(key: str, kind: type, default: Any = None) -> Any:
-        v = d.get(key, default)
-        if not isinstance(v, kind):
-            raise RuleError(rid, f"field {key!r} must be a JSON {kind.__name__}")
-        return v
-
-    for key in ("src", "dst", "outputs"):
-        need(key, list)
-    need("vars", dict, {})
-    need("provenance", dict, {})
-    need("verification", dict, {})
-    for side in ("src", "dst"):
-        for i, n in enumerate(d[side]):
-            if not isinstance(n, dict) or not isinstance(n.get("op"), str) or \
-                    not isinstance(n.get("inputs"), list) or \
-                    not isinstance(n.get("attrs", {}), dict):
-                raise RuleError(rid, f"{side} node {i} is not an object with an 'op' string, "
-                                "an 'inputs' list and an 'attrs' object")
-            for r in n["inputs"]:
-                _ref_shape(rid, r)
-            for k, v in n.get("attrs", {}).items():
-                _attr_shape(rid, f"{side} node {i}", k, v)
-    for o in d["outputs"]:
-        if not isinstance(o, list) or len(o) != 2:
-            raise RuleError(rid, f"output {o!r} is not a [source, target] pair")
-        for r in o:
-            _ref_shape(rid, r)
-    for v, c in d.get("vars", {}).items():
-        if not isinstance(c, dict):
-            raise RuleError(rid, f"constraints of variable {v!r} are not an object")
-    try:
-        rule = Rule.from_json(d)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise RuleError(rid, f"cannot be read: {e}") from None
-    return checked(rule)
-
-
-def parse_ruleset(d: Any) -> RuleSet:
-    """A rule set from its JSON form; every rule well-formed, ids unique."""
-    if not isinstance(d, dict):
-        raise ValueError(f"it holds a JSON {type(d).__name__}, not an object")
-    if d.get("format") != FORMAT:
-        raise ValueError(f"its format is {d.get('format')!r}, not {FORMAT!r}")
-    version = d.get("version", 0)
-    if not isinstance(version, int) or version > VERSION:
-        raise ValueError(f"rule set version {version!r} is newer than {VERSION}")
-    if not isinstance(d.get("rules"), list):
-        raise ValueError("its 'rules' field is not a list")
-    rules = [parse_rule(r, str(i)) for i, r in enumerate(d["rules"])]
-    return checked_set(RuleSet(rules, str(d.get("name", "")), dict(d.get("provenance") or {})))
-
-
-def checked_set(rs: RuleSet) -> RuleSet:
-    """`rs` with every rule checked; a repeated id is an error."""
-    seen: set[str] = set()
-    out = []
-    for r in rs.rules:
-        if r.id in seen:
-            raise RuleError(r.id, "the id is used twice in the rule set")
-        seen.add(r.id)
-        out.append(checked(r))
-    return RuleSet(out, rs.name, rs.provenance)
-
-
-def _attr_shape(rid: str, where: str, key: str, v: Any) -> None:
-    if isinstance(v, dict):
-        d = v.get("dim")
-        if set(v) != {"dim"} or not isinstance(d, list) or len(d) != 2:
-            raise RuleError(rid, f"{where}: attribute {key} {v!r} is not "
-                            '{"dim": [reference, axis]}')
-        _ref_shape(rid, d[0])
-    elif isinstance(v, list):
-        for u in v:
-            _attr_shape(rid, where, key, u)
-
-
-def _ref_shape(rid: str, r: Any) -> None:
-    if isinstance(r, str):
-        if not r or r.startswith("?"):
-            raise RuleError(rid, f"{r!r} is not a variable name")
-        return
-    if not (isinstance(r, list) and len(r) == 2 and
-            all(isinstance(x, int) and not isinstance(x, bool) for x in r)):
-        raise RuleError(rid, f"{r!r} is neither a variable name nor a [node, output] pair")
 
 
 # ---- well-formedness and normalisation ------------------------------------------------
@@ -178,6 +95,7 @@ def checked(rule: Rule) -> Rule:
                                 "not bind")
         elif tuple(d) not in dst_outs:
             raise RuleError(rid, f"target output {list(d)} names no output of the target")
+    _check_tags(rule)
     variables = bound
     new_vars = {}
     for v, c in rule.vars.items():
@@ -189,6 +107,16 @@ def checked(rule: Rule) -> Rule:
     if src == rule.src and dst == rule.dst and new_vars == rule.vars:
         return rule
     return replace(rule, src=src, dst=dst, vars=new_vars)
+
+
+def _check_tags(rule: Rule) -> None:
+    if not isinstance(rule.tags, (list, tuple)):
+        raise RuleError(rule.id, f"tags must be a list of names, got {rule.tags!r}")
+    for t in rule.tags:
+        if t not in TAGS:
+            raise RuleError(rule.id, f"unknown tag {t!r} (known: {', '.join(sorted(TAGS))})")
+    if len(set(rule.tags)) != len(rule.tags):
+        raise RuleError(rule.id, f"a tag is given twice: {list(rule.tags)}")
 
 
 def _declared_ranks(rule: Rule) -> dict[str, int]:
@@ -425,12 +353,16 @@ def axis_variables(rule: Rule) -> list[tuple[str, str, str, Ref, int]]:
 # ---- attributes ----------------------------------------------------------------------
 def attr_value(v: Any, env: dict, binds: dict) -> Any:
     """A pattern attribute's concrete value: attribute variables from `binds`,
-    sizes from the shapes of the tensors in `env` (anything with `.shape`)."""
+    sizes from the shapes of the tensors in `env` (anything with `.shape`); a
+    ShapeError where such a tensor has no such axis (the rule does not apply)."""
     if isinstance(v, str) and v.startswith("?"):
         return binds[v[1:]]
     if isinstance(v, dict) and "dim" in v:
         ref, axis = v["dim"]
-        return env[ref if isinstance(ref, str) else tuple(ref)].shape[axis]
+        shape = env[ref if isinstance(ref, str) else tuple(ref)].shape
+        if not 0 <= axis < len(shape):
+            raise ShapeError(f"a size of axis {axis} of {_ref_name(ref)}, of shape {shape}")
+        return shape[axis]
     if isinstance(v, (list, tuple)):
         return tuple(attr_value(u, env, binds) for u in v)
     return v
@@ -445,8 +377,26 @@ def bind(pv: Any, av: Any, binds: dict) -> bool:
             return binds[name] == av
         binds[name] = av
         return True
-    if isinstance(pv, (list, tuple)) and isinstance(av, (list, tuple)):
-        return len(pv) == len(av) and all(bind(p, a, binds) for p, a in zip(pv, av))
+    if isinstance(pv, (list, tuple)):
+        if isinstance(av, (list, tuple)):
+            return len(pv) == len(av) and all(bind(p, a, binds) for p, a in zip(pv, av))
+        return not _has_vars(pv)  # a value of another form binds no variable of a list
+    return True
+
+
+def _has_vars(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return any(_has_vars(u) for u in v)
+    return isinstance(v, str) and v.startswith("?")
+
+
+def _sizes_known(v: Any, env: dict) -> bool:
+    """Whether every size in a pattern value names a tensor of `env`."""
+    if isinstance(v, dict) and "dim" in v:
+        ref = v["dim"][0]
+        return (ref if isinstance(ref, str) else tuple(ref)) in env
+    if isinstance(v, (list, tuple)):
+        return all(_sizes_known(u, env) for u in v)
     return True
 
 
@@ -473,11 +423,15 @@ def _plain(v: Any) -> bool:
     return not isinstance(v, (str, dict))
 
 
-def bind_attrs(op_name: str, pattern: dict, actual: dict, in_shapes, env, binds) -> bool:
+def bind_attrs(op_name: str, pattern: dict, actual: dict, in_shapes, env, binds,
+               alone: bool = False) -> bool:
     """Does a node's attribute dict satisfy a source pattern's? Unspecified
     attributes must have their default (required ones match anything); "?x"
     binds or must equal its binding; the rest are compared after the operator
-    resolves symbolic values (e.g. "same" pads) for these input shapes."""
+    resolves symbolic values (e.g. "same" pads) for these input shapes (a
+    ShapeError where it cannot). `alone`: the node is judged on its own, `env`
+    holding its operands only; a pattern that sizes by another tensor may
+    match (True), which the check of the whole match decides."""
     op = OPS[op_name]
     full, literal = source_attrs(op_name, pattern)
     for k, v in literal:  # the cheap rejections first
@@ -489,6 +443,8 @@ def bind_attrs(op_name: str, pattern: dict, actual: dict, in_shapes, env, binds)
     for k, pv in full.items():
         if not bind(pv, actual.get(k), binds):
             return False
+    if alone and not all(_sizes_known(v, env) for v in full.values()):
+        return True
     concrete = {k: attr_value(v, env, binds) for k, v in full.items()}
     want = op.resolve({**actual, **concrete}, in_shapes)
     have = op.resolve(dict(actual), in_shapes)

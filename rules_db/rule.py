@@ -7,7 +7,7 @@ source tensors to the target tensors that replace them.
 
 What a pattern means (validation, axes, constraints, attribute resolution,
 instantiation) is defined in `pattern.py`; this module is the data and its
-JSON form, read as it is (`pattern.parse_rule` checks untrusted input).
+JSON form, read as it is (`parse.parse_rule` checks untrusted input).
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ class Rule:
     vars: dict[str, dict[str, Any]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     verification: dict[str, Any] = field(default_factory=dict)
+    # What the search does with the rule beyond searching with it (`pattern.TAGS`);
+    # no part of what a proof covers.
+    tags: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str | None:
@@ -71,10 +74,11 @@ class Rule:
 
     def reversed(self) -> Rule:
         return Rule(self.id + "-rev", self.dst, self.src, [(d, s) for s, d in self.outputs],
-                    self.vars, self.provenance, {})
+                    self.vars, self.provenance, {})  # tags name roles of this direction
 
     def to_json(self) -> dict:
         return {"id": self.id,
+                **({"tags": list(self.tags)} if self.tags else {}),
                 "vars": {v: self.vars.get(v, {}) for v in self.variables()},
                 "src": [n.to_json() for n in self.src],
                 "dst": [n.to_json() for n in self.dst],
@@ -84,12 +88,13 @@ class Rule:
 
     @staticmethod
     def from_json(d: dict) -> Rule:
-        """Trusted input only; `pattern.parse_rule` checks a file's content."""
+        """Trusted input only; `parse.parse_rule` checks a file's content."""
         return Rule(d["id"], [PNode.from_json(n) for n in d["src"]],
                     [PNode.from_json(n) for n in d["dst"]],
                     [(_ref(s), _ref(t)) for s, t in d["outputs"]],
                     {k: dict(v) for k, v in d.get("vars", {}).items()},
-                    dict(d.get("provenance", {})), dict(d.get("verification", {})))
+                    dict(d.get("provenance", {})), dict(d.get("verification", {})),
+                    list(d.get("tags", [])))
 
     def __str__(self) -> str:
         return f"{self.id}: {side_str(self.src)}  =>  {side_str(self.dst)}"
@@ -130,7 +135,7 @@ class RuleSet:
 
     @staticmethod
     def from_json(d: dict) -> RuleSet:
-        """Trusted input only; `pattern.parse_ruleset` checks a file's content."""
+        """Trusted input only; `parse.parse_ruleset` checks a file's content."""
         return RuleSet([Rule.from_json(r) for r in d["rules"]], d.get("name", ""),
                        d.get("provenance", {}))
 

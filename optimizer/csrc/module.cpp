@@ -200,7 +200,7 @@ NB_MODULE(_search, m) {
                 d["generated"] = r.generated;
                 d["applied"] = nb::cast(r.applied);
                 d["seconds"] = r.seconds;
-                d["budget_exhausted"] = r.budget_exhausted;
+                d["stop_reason"] = stop_name(r.stop);
                 return d;
             },
             nb::arg("graph"), nb::arg("budget") = 1000, nb::arg("alpha") = 1.05,
