@@ -26,7 +26,7 @@ from taso.ir import Graph
 
 from .cost import CostModel, get_cost_model
 from .engine import Engine
-from .fold import fold_weights
+from .fold_weights import fold_weights
 from .fusion_rules import ACROSS_PIECES, FUSED_GAINS
 from .partition import Piece, join, piece_key, shared_weights, split_graph
 

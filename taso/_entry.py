@@ -1,20 +1,20 @@
-"""The console scripts. Each imports its program inside the interrupt guard,
-so Ctrl-C at any moment, during the imports too, ends in one line and status
-130 rather than a traceback."""
+"""The console scripts. Each imports its program inside the guarded run
+(`taso.cli.program`), so Ctrl-C at any moment, during the imports too, ends in
+one line and status 130 rather than a traceback."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-from .interrupt import interrupts_as_exit
+from .cli import program
 
 
 def _run(prog: str, module: str) -> int:
-    with interrupts_as_exit(prog) as done:
+    with program(prog) as run:
         main = importlib.import_module(module).main
-        done(main())
-    return done.code
+        run(main())
+    return run.code
 
 
 def opt() -> int:

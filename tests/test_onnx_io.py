@@ -11,12 +11,12 @@ import warnings
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import taso
-from taso.onnx_io import run_opaque
+from taso import runtime
+from taso.ir import run_node
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 LIGHT_MODELS = sorted(f for f in os.listdir(LIGHT) if f.endswith(".onnx"))
@@ -25,12 +25,9 @@ LIGHT_SMALL = ["light_densenet121.onnx", "light_inception_v1.onnx", "light_shuff
                "light_squeezenet.onnx"]
 
 
-def session(model: onnx.ModelProto) -> ort.InferenceSession:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 4  # models onnxruntime cannot run are skipped, not logged
-    return ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+def session(model: onnx.ModelProto):
+    # quiet: models onnxruntime cannot run are skipped, not logged
+    return runtime.session(model)
 
 
 def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
@@ -351,7 +348,7 @@ def test_opaque_nodes_run_in_onnxruntime():
     lstm = [n for n in g.nodes.values() if n.a.get("onnx_type") == "LSTM"][0]
     assert lstm.a["out_dtypes"][0] == ""
     xs = [feeds["seq"], g.nodes[lstm.inputs[1][0]].data, g.nodes[lstm.inputs[2][0]].data]
-    assert_same(run(model, feeds)[3:4], run_opaque(lstm, xs)[1:])
+    assert_same(run(model, feeds)[3:4], run_node(lstm, xs)[1:])
 
 
 def test_subgraphs_read_outer_tensors_after_export():
