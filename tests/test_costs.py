@@ -502,21 +502,6 @@ def test_chain_graph_copies_share_activations():
     assert len(c.weights) == 3 * 5
 
 
-def test_ort_runner_times_a_one_node_model():
-    from onnx import TensorProto, helper
-
-    from taso.runtime import Runner, benchmark_options, median_ms, session, time_runs
-
-    node = helper.make_node("Relu", ["x"], ["y"])
-    model = helper.make_model(helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]),
-        opset_imports=[helper.make_opsetid("", 17)])
-    run = Runner(session(model, benchmark_options(1)), {"x": -np.ones((2, 3), np.float32)})
-    assert len(time_runs(run, warmup=1, repeats=4)) == 4
-    assert median_ms(run, warmup=0, repeats=3) > 0
-
-
 # ---- custom and weighted costs ---------------------------------------------------------------
 def test_callable_cost_model():
     seen = []
