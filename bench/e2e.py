@@ -29,6 +29,7 @@ from taso.optimizer.cost.ort import cpu_name
 
 import taso
 from taso.runtime import (
+    VERSION,
     Runner,
     balanced_order,
     benchmark_options,
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [m for m in args.models.split(",") if m] or list(builders)
     cost_model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
                                  memory_weight=args.memory_weight, threads=args.threads)
-    header = (f"onnxruntime {__import__('onnxruntime').__version__}, ORT_ENABLE_ALL in every "
+    header = (f"onnxruntime {VERSION}, ORT_ENABLE_ALL in every "
               f"column, {args.threads} intra-op thread(s), {cpu_name()}; cost model "
               f"{cost_model.name} ({cost_model.device}); alpha {args.alpha}, budget "
               f"{args.budget}" + (", unverified rules too" if args.unverified else "")

@@ -30,11 +30,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import onnxruntime as ort
 from taso.optimizer.cost.factory import make_cost_model
 
 import taso
 from taso.runtime import (
+    VERSION,
     Runner,
     benchmark_options,
     clock_for,
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "prediction_gap.json").write_text(json.dumps(rows, indent=1))
     (args.out / "prediction_gap.md").write_text(
-        f"onnxruntime {ort.__version__}, {args.threads} thread(s), cost model "
+        f"onnxruntime {VERSION}, {args.threads} thread(s), cost model "
         f"{cost_model.device}\n\n" + "\n".join(markdown(r) for r in rows))
     return 0
 

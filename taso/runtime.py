@@ -31,6 +31,7 @@ import onnx
 import onnxruntime as ort
 
 PROVIDERS = ["CPUExecutionProvider"]
+VERSION = ort.__version__
 Model = onnx.ModelProto | bytes | str | os.PathLike
 
 

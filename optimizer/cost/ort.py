@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from taso.ir import Graph
 from taso.onnx_io import export_onnx
 from taso.runtime import (
+    VERSION,
     Runner,
     balanced_order,
     benchmark_options,
@@ -189,7 +189,7 @@ class OrtCostModel(MeasuredCostModel):
         self.cold_weights = cold_weights
         self.exclude_layout = exclude_layout
         self.context = self.model_context(None)
-        self.device = (f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}; "
+        self.device = (f"{cpu_name()}; {self.threads} thread(s); onnxruntime {VERSION}; "
                        + ("cold" if cold_weights else "warm") + " weights"
                        + ("; layout changes excluded" if exclude_layout else ""))
 

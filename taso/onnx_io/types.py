@@ -39,7 +39,7 @@ def value_types(model: onnx.ModelProto) -> dict[str, tuple[Shape | None, str | N
 
 
 def measure_types(model: onnx.ModelProto, names: list[str],
-                   inputs: dict[str, tuple[Shape, str]]) -> dict[str, tuple[Shape, str]]:
+                  inputs: dict[str, tuple[Shape, str]]) -> dict[str, tuple[Shape, str]]:
     """Shapes and dtypes of `names`, by running the model in onnxruntime on random
     inputs (for values shape inference could not pin down); {} if it cannot run."""
     m = onnx.ModelProto()
