@@ -91,7 +91,7 @@ def run_attrs(a: Mapping[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray
     try:
         sess = _SESSIONS.get(key)
         if sess is None:
-            sess = _session(node_model(a, in_types))
+            sess = runtime.session(node_model(a, in_types))
             if len(_SESSIONS) >= _MAX_SESSIONS:
                 _SESSIONS.pop(next(iter(_SESSIONS)))
             _SESSIONS[key] = sess
@@ -103,11 +103,7 @@ def run_attrs(a: Mapping[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray
         m.graph.initializer.extend(numpy_helper.from_array(x, v.name)
                                    for x, v in zip(xs, m.graph.input))
         del m.graph.input[:]
-        vals = _session(m).run(None, {})
+        vals = runtime.session(m).run(None, {})
     it = iter(vals)
     return [np.zeros((), np.float32) if dt == "" else np.asarray(next(it))
             for dt in a["out_dtypes"]]
-
-
-def _session(m: onnx.ModelProto):
-    return runtime.session(m)
