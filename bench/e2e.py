@@ -25,16 +25,19 @@ from typing import Any
 import numpy as np
 import onnx
 from taso.optimizer.cost.factory import make_cost_model
-from taso.optimizer.cost.ort import (
-    Runner,
-    balanced_order,
-    cpu_name,
-    default_threads,
-    make_session,
-    time_interleaved,
-)
+from taso.optimizer.cost.ort import cpu_name
 
 import taso
+from taso.runtime import (
+    VERSION,
+    Runner,
+    balanced_order,
+    benchmark_options,
+    default_threads,
+    session,
+    time_interleaved,
+)
+from taso.tolerance import MODEL_RTOL, relative_error
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("original", "onnxsim", "onnxoptimizer", "taso")
@@ -86,12 +89,10 @@ def run_taso(graph, cost_model, args):
 
 
 def check_same_outputs(ref: list[np.ndarray], got: list[np.ndarray], label: str) -> float:
-    """Largest difference relative to the output's scale; fails loudly past 1e-3."""
-    worst = 0.0
-    for r, g in zip(ref, got):
-        scale = max(float(np.abs(r).max()), 1.0)
-        worst = max(worst, float(np.abs(r - g).max()) / scale)
-    if worst > 1e-3:
+    """Largest difference relative to the output's scale; fails loudly past
+    the model tolerance (taso.tolerance)."""
+    worst = max((relative_error(r, g) for r, g in zip(ref, got)), default=0.0)
+    if worst > MODEL_RTOL:
         raise AssertionError(f"{label}: outputs differ from the original's (rel {worst:.2e})")
     return worst
 
@@ -121,7 +122,7 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
     # faster; so the creation order reverses from one session to the next.
     for s in range(args.sessions):
         for col in balanced_order((*COLUMNS, AGAIN), s):
-            sess = make_session(models[col], args.threads)
+            sess = session(models[col], benchmark_options(args.threads))
             names = [i.name for i in sess.get_inputs()]
             outputs.setdefault(col, sess.run(None, {n: feeds[n] for n in names}))
             runners[(col, s)] = Runner(sess, {n: feeds[n] for n in names})
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [m for m in args.models.split(",") if m] or list(builders)
     cost_model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
                                  memory_weight=args.memory_weight, threads=args.threads)
-    header = (f"onnxruntime {__import__('onnxruntime').__version__}, ORT_ENABLE_ALL in every "
+    header = (f"onnxruntime {VERSION}, ORT_ENABLE_ALL in every "
               f"column, {args.threads} intra-op thread(s), {cpu_name()}; cost model "
               f"{cost_model.name} ({cost_model.device}); alpha {args.alpha}, budget "
               f"{args.budget}" + (", unverified rules too" if args.unverified else "")

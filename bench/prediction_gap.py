@@ -30,18 +30,19 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import onnxruntime as ort
 from taso.optimizer.cost.factory import make_cost_model
-from taso.optimizer.cost.ort import (
+
+import taso
+from taso.runtime import (
+    VERSION,
     Runner,
+    benchmark_options,
     clock_for,
     default_threads,
     median_ms,
     profile_events,
-    session_options,
+    session,
 )
-
-import taso
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("conv", "matmul", "pool", "norm", "movement", "elementwise", "layout")
@@ -105,8 +106,7 @@ def gap_model(name: str, builder, cost_model, threads: int, runs: int,
     data = taso.export_onnx(graph).SerializeToString()
     feeds = graph.random_inputs(seed=0)
     kernels, profiled = profiled_by_kind(data, feeds, threads, runs)
-    sess = ort.InferenceSession(data, session_options(threads),
-                                providers=["CPUExecutionProvider"])
+    sess = session(data, benchmark_options(threads))
     latency = median_ms(Runner(sess, feeds), warmup=3, repeats=runs, min_seconds=1.0,
                         clock=clock_for(threads))
     # every figure at the device's speed now, as the whole-model prediction
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "prediction_gap.json").write_text(json.dumps(rows, indent=1))
     (args.out / "prediction_gap.md").write_text(
-        f"onnxruntime {ort.__version__}, {args.threads} thread(s), cost model "
+        f"onnxruntime {VERSION}, {args.threads} thread(s), cost model "
         f"{cost_model.device}\n\n" + "\n".join(markdown(r) for r in rows))
     return 0
 

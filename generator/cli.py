@@ -9,16 +9,24 @@ and 143 (128 + the signal's number), with one line on stderr.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from taso.executor import EXECUTORS, ExecutorError, interruption, signals_as_interrupts
-from taso.files import output_path_problem
+from taso.cli import (
+    Parser,
+    Run,
+    StatusLine,
+    bar,
+    check_executor,
+    check_output,
+    check_workers,
+    first_line,
+    program,
+)
+from taso.executor import EXECUTORS, ExecutorError
 
 from .enumerate import RoundStats
 from .family import DEFAULT_OPS, GenConfig
@@ -27,29 +35,17 @@ from .store import SpillError
 
 
 class Progress:
-    """One status line on stderr: round, representatives done, graphs, classes."""
+    """The status line: round, representatives done, graphs, classes, seconds."""
 
-    def __init__(self, max_ops: int, stream=sys.stderr):
+    def __init__(self, max_ops: int, line: StatusLine):
         self.max_ops = max_ops
-        self.stream = stream
+        self.line = line
         self.t0 = time.perf_counter()
-        self.last = 0.0
-        self.open = False  # a status line is drawn and not yet ended
 
     def __call__(self, st: RoundStats, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if now - self.last < 0.2 and done < total:
-            return
-        self.last = now
-        width = 24
-        fill = int(width * done / max(total, 1))
-        self.stream.write(f"\rround {st.round}/{self.max_ops} [{'#' * fill}{'.' * (width - fill)}]"
-                          f" {done}/{total} reps  {st.graphs} graphs  {st.classes} classes"
-                          f"  {now - self.t0:.0f}s ")
-        self.open = done < total
-        if not self.open:
-            self.stream.write("\n")
-        self.stream.flush()
+        self.line.show(f"round {st.round}/{self.max_ops} {bar(done, total)} {done}/{total} reps"
+                       f"  {st.graphs} graphs  {st.classes} classes"
+                       f"  {time.perf_counter() - self.t0:.0f}s", last=done >= total)
 
 
 def summary(rep: Report, n_rules: int) -> str:
@@ -68,7 +64,13 @@ def summary(rep: Report, n_rules: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="taso-gen", description=__doc__.splitlines()[0])
+    with program("taso-gen") as run:
+        run(_main(argv, run))
+    return run.code
+
+
+def _main(argv: list[str] | None, run: Run) -> int:
+    ap = Parser(prog="taso-gen", description=__doc__.splitlines()[0])
     ap.add_argument("--max-ops", type=int, default=3, help="operators per graph (default 3)")
     ap.add_argument("--output", required=True, help="rule-set JSON to write")
     ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
@@ -89,21 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
-    if args.workers is not None and args.workers < 1:
-        ap.error(f"--workers must be at least 1, got {args.workers}")
-    if args.address is not None and args.executor != "ray":
-        ap.error("--address needs --executor ray")
-    if args.address is not None and args.max_ops >= 4 and args.spill_dir is None:
+    check_workers(ap, args.workers)
+    if args.address is not None and args.executor == "ray" and args.max_ops >= 4 \
+            and args.spill_dir is None:
         ap.error("--address with 4 or more operators needs --spill-dir: a folder every node "
                  "of the cluster can read")
-    if args.executor == "ray" and importlib.util.find_spec("ray") is None:
-        ap.error("--executor ray needs Ray: pip install 'taso[cluster]'")
+    check_executor(ap, args.executor, args.address)
     if args.spill_dir is not None and Path(args.spill_dir).exists() \
             and not Path(args.spill_dir).is_dir():
         ap.error(f"--spill-dir {args.spill_dir!r} is not a folder")
-    problem = output_path_problem(args.output)
-    if problem:
-        ap.error(problem)
+    check_output(ap, args.output)
     try:
         cfg = GenConfig(max_ops=args.max_ops, ops=ops, seed=args.seed)
     except ValueError as e:  # max_ops, ops or seed
@@ -115,34 +112,22 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--spill-dir {args.spill_dir!r}: {e.strerror or e}")
         if not os.access(args.spill_dir, os.W_OK):
             ap.error(f"--spill-dir: cannot write in {args.spill_dir!r}")
-    progress = None if args.quiet or args.json else Progress(cfg.max_ops)
-    saved = False
-    with signals_as_interrupts():
-        try:
-            try:
-                rules, rep = generate(cfg, workers=args.workers, executor=args.executor,
-                                      address=args.address, progress=progress,
-                                      spill_dir=args.spill_dir)
-            except (ExecutorError, SpillError) as e:
-                # a worker's SpillError comes wrapped by Ray, with its traceback
-                cause = getattr(e, "cause", None)
-                msg = str(cause if isinstance(cause, Exception) else e).strip()
-                print(f"taso-gen: {msg.splitlines()[0] if msg else type(e).__name__}",
-                      file=sys.stderr)
-                return 2
-            try:
-                rules.save(args.output)  # atomic: an interruption leaves what was there
-            except OSError as e:
-                print(f"taso-gen: cannot write {args.output}: {e.strerror or e}",
-                      file=sys.stderr)
-                return 2
-            saved = True
-        except KeyboardInterrupt as e:  # SIGINT or SIGTERM: workers and spill files are gone
-            name, status = interruption(e)
-            what = f"{args.output} written" if saved else "nothing written"
-            print(("\n" if progress and progress.open else "") +
-                  f"taso-gen: interrupted by {name}; {what}", file=sys.stderr)
-            return status
+    if not (args.quiet or args.json):
+        run.line = StatusLine()
+    try:
+        rules, rep = generate(cfg, workers=args.workers, executor=args.executor,
+                              address=args.address,
+                              progress=run.line and Progress(cfg.max_ops, run.line),
+                              spill_dir=args.spill_dir)
+    except (ExecutorError, SpillError) as e:
+        # a worker's SpillError comes wrapped by Ray, with its traceback
+        cause = getattr(e, "cause", None)
+        return run.fail(first_line(cause if isinstance(cause, Exception) else e))
+    try:
+        rules.save(args.output)  # atomic: an interruption leaves what was there
+    except OSError as e:
+        return run.fail(f"cannot write {args.output}: {e.strerror or e}")
+    run.what = f"{args.output} written"
     if args.json:
         print(json.dumps({"rules": len(rules), "graphs": rep.graphs,
                           "enumerate_seconds": rep.enumerate_seconds,

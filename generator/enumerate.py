@@ -27,24 +27,11 @@ from typing import Any
 from taso.executor import Executor, SerialExecutor
 from taso.ops import OPS
 from taso.ops.base import register
-from taso.stablehash import ints_hash, stable_hash
+from taso.stablehash import ints_hash, node_hash, output_hash
 
-from .family import GenConfig, Instance, instances
-from .fingerprint import Digest, Evaluator
-from .store import ClassStore
-
-Node = tuple[str, tuple, tuple[int, ...]]
-GraphT = tuple[Node, ...]
-
-
-@dataclass
-class Member:
-    """One enumerated graph: its nodes, sink tensor ids and their fingerprints."""
-
-    graph: GraphT
-    sinks: tuple[int, ...]
-    sink_vals: tuple[Digest, ...]
-    vals: tuple[Digest, ...] = ()  # every node output, in tensor-id order
+from .family import GenConfig, Instance, operator_instances
+from .fingerprint import Digest, Fingerprints
+from .store import ClassStore, GraphT, Member
 
 
 @dataclass
@@ -110,31 +97,12 @@ def init_worker(cfg: GenConfig | TaskContext) -> None:
         return
     ensure_registered(ctx.registry)
     _CTX.clear()
-    _CTX.update(ctx=ctx, cfg=ctx.cfg, ev=Evaluator(ctx.cfg.family, ctx.cfg.seed),
-                inst=instances(ctx.cfg))
+    _CTX.update(ctx=ctx, cfg=ctx.cfg, ev=Fingerprints(ctx.cfg.family, ctx.cfg.seed),
+                inst=operator_instances(ctx.cfg))
 
 
-def _context() -> tuple[GenConfig, Evaluator, list[Instance]]:
+def _context() -> tuple[GenConfig, Fingerprints, list[Instance]]:
     return _CTX["cfg"], _CTX["ev"], _CTX["inst"]
-
-
-# ---- structural hashes --------------------------------------------------------------
-# Stable (taso.stablehash), not hash(): the parent compares the keys that
-# different workers compute.
-_TYPE_CODE: dict[tuple, int] = {}
-
-
-def node_hash(op: str, attrs: tuple, inputs: Iterable[int]) -> int:
-    """Structural hash of a node from its operator, attributes and input hashes
-    (a family tensor's hash is its id)."""
-    code = _TYPE_CODE.get((op, attrs))
-    if code is None:
-        code = _TYPE_CODE[(op, attrs)] = stable_hash((op, attrs))
-    return ints_hash((code, *inputs))
-
-
-def output_hash(node: int, index: int) -> int:
-    return ints_hash((node, index))
 
 
 @dataclass
@@ -154,7 +122,7 @@ class Tensors:
         return len(set(self.comp))
 
 
-def analyze(graph: GraphT, ev: Evaluator) -> Tensors:
+def analyze(graph: GraphT, ev: Fingerprints) -> Tensors:
     vals = list(ev.inputs)
     shapes = [ev.shape(d) for d in vals]
     producer = [-1] * len(vals)
@@ -195,7 +163,7 @@ def _full_attrs(op: str, a: dict) -> tuple:
     return tuple((k, a[k] if k in a else d) for k, d in OPS[op].attrs.items())
 
 
-def _candidates(graph: GraphT, tt: Tensors, ev: Evaluator, inst: list[Instance],
+def _candidates(graph: GraphT, tt: Tensors, ev: Fingerprints, inst: list[Instance],
                 need: list[set[int]]) -> Iterable[tuple[str, tuple, tuple[int, ...]]]:
     """Every node (op, attrs, inputs) that type-checks on the graph's tensors and
     reads at least one tensor of each set in `need`."""
@@ -232,7 +200,7 @@ def _candidates(graph: GraphT, tt: Tensors, ev: Evaluator, inst: list[Instance],
 _TYPED: dict[tuple, tuple | None] = {}
 
 
-def _typed(ins: Instance, shapes: tuple, ev: Evaluator) -> tuple | None:
+def _typed(ins: Instance, shapes: tuple, ev: Fingerprints) -> tuple | None:
     """The node attributes of `ins` on operands of these shapes, or None where it
     does not apply (memoized: the same few shapes recur in every graph)."""
     key = (ins, shapes)

@@ -120,7 +120,7 @@ _OPERAND_RANK = {"matmul": 2, "transpose": 2}
 _READS_ACTIVATION = {"conv2d", "avgpool2d", "maxpool2d"}
 
 
-def instances(cfg: GenConfig) -> list[Instance]:
+def operator_instances(cfg: GenConfig) -> list[Instance]:
     """Every (operator, attributes) pair the generator applies, in a fixed order.
     Split is absent: it is applied only to undo a concat (see enumerate.py)."""
     out: list[Instance] = []

@@ -44,7 +44,7 @@ def family_values(family: tuple[Var, ...], seed: int, streams: tuple[int, ...] =
     return out
 
 
-class Evaluator:
+class Fingerprints:
     """Interned fingerprint values and the memo of operator applications."""
 
     def __init__(self, family: tuple[Var, ...], seed: int = 0, streams: tuple[int, ...] = (0,)):
@@ -88,16 +88,9 @@ class Evaluator:
             o = OPS[op]
             a: dict[str, Any] = dict(attrs)
             vals = [self.values[d][1] for d in ins]
-            per = [_outputs(o.fp(a, *[v[s] for v in vals])) for s in range(len(self.streams))]
+            per = [o.run_fp(a, [v[s] for v in vals]) for s in range(len(self.streams))]
             out = tuple(self._intern(tuple(per[0][k].shape), tuple(p[k] for p in per))
                         for k in range(len(per[0])))
             self.memo[key] = out
         return out
 
-
-def _outputs(out: Any) -> list[np.ndarray]:
-    """An operator's result as a list of arrays (0-d results come back from numpy
-    as scalars)."""
-    if isinstance(out, (list, tuple)):
-        return [np.asarray(o) for o in out]
-    return [np.asarray(out)]

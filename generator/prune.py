@@ -12,7 +12,8 @@ Stages, each counted:
                   unrelated operators side by side;
   renaming        one rule per canonical form (variable renaming, node order,
                   direction; `taso.rules_db.canonical`), ranks merged;
-  instances       a rule that is another with two variables identified goes;
+  special cases   a rule that is another with two variables identified (an
+                  instance of a more general rule) goes;
   float           confirmed on the float32 reference;
   general         the symbolic rule re-instantiated at the family's alternative
                   sizes still holds (where it type-checks there): no rule true
@@ -33,21 +34,19 @@ from taso.rules_db.canonical import canonical
 
 from taso.executor import Executor, SerialExecutor
 from taso.ops import OPS
+from taso.stablehash import node_hash, output_hash
 
 from .enumerate import (
     Enumeration,
-    Member,
     TaskContext,
     _context,
     analyze,
     init_worker,
-    node_hash,
-    output_hash,
 )
 from .family import GenConfig
-from .fingerprint import Evaluator, digest, family_values
+from .fingerprint import Fingerprints, digest, family_values
 from .rules import confirmed, float_inputs, holds_elsewhere, to_rule
-from .store import SpillBucket, read_bucket
+from .store import Member, SpillBucket, read_bucket
 
 
 @dataclass
@@ -57,7 +56,7 @@ class Stages:
     common_subgraph: int = 0  # left after the criterion
     implied: int = 0
     renaming: int = 0
-    instances: int = 0
+    special_cases: int = 0
     float: int = 0
     general: int = 0
 
@@ -65,7 +64,7 @@ class Stages:
         return [("raw pairs", self.raw), ("after common-subgraph", self.common_subgraph),
                 ("after implied-by-smaller", self.implied),
                 ("after variable renaming", self.renaming),
-                ("after instances of general rules", self.instances),
+                ("after instances of general rules", self.special_cases),
                 ("after float confirmation", self.float),
                 ("after other-size check (final)", self.general)]
 
@@ -147,10 +146,10 @@ def commutative_ops(cfg) -> set[tuple[str, tuple]]:
     """The binary operator instances whose fingerprint does not depend on operand
     order (found on the family, not declared)."""
     from .enumerate import _full_attrs
-    from .family import instances
-    ev = Evaluator(cfg.family, cfg.seed)
+    from .family import operator_instances
+    ev = Fingerprints(cfg.family, cfg.seed)
     out = set()
-    for ins in instances(cfg):
+    for ins in operator_instances(cfg):
         if ins.arity != 2:
             continue
         for i, a in enumerate(ev.inputs):
@@ -186,7 +185,7 @@ def family_digests(enum: Enumeration) -> list[int]:
     return [digest(v.shape, arrs) for v, arrs in zip(fam, family_values(fam, enum.cfg.seed))]
 
 
-def second_seed(ms: list[Member], ev: Evaluator, n_in: int) -> list[list[Member]]:
+def second_seed(ms: list[Member], ev: Fingerprints, n_in: int) -> list[list[Member]]:
     """Split a class by the fingerprints under the second, independent seed."""
     groups: dict[tuple, list[Member]] = {}
     for m in ms:
@@ -248,13 +247,13 @@ def _check(ctx: TaskContext, batch: list[tuple[Rule, Member, Member]]
 _PRUNE_CTX: dict[GenConfig, tuple] = {}
 
 
-def _prune_context(cfg: GenConfig) -> tuple[list[int], set, Evaluator]:
+def _prune_context(cfg: GenConfig) -> tuple[list[int], set, Fingerprints]:
     key = cfg  # by value: each task brings its own copy
     if key not in _PRUNE_CTX:
-        ev = Evaluator(cfg.family, cfg.seed)
+        ev = Fingerprints(cfg.family, cfg.seed)
         _PRUNE_CTX.clear()
         _PRUNE_CTX[key] = (list(ev.inputs), commutative_ops(cfg),
-                           Evaluator(cfg.family, cfg.seed, streams=(1,)))
+                           Fingerprints(cfg.family, cfg.seed, streams=(1,)))
     return _PRUNE_CTX[key]
 
 
@@ -310,9 +309,9 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
         for v, rs in zip(order, ranks[key]):
             rule.vars[v]["rank"] = next(iter(rs)) if len(rs) == 1 else None
     items = list(kept.items())
-    drop = instances([r for _, (r, _, _, _) in items], [k for k, _ in items], ex)
+    drop = special_cases([r for _, (r, _, _, _) in items], [k for k, _ in items], ex)
     items = [it for i, it in enumerate(items) if i not in drop]
-    st.instances = len(items)
+    st.special_cases = len(items)
     checks = [c for res in ex.map(_check, _batches([(r, s, d) for _, (r, s, d, _) in items],
                                                    100), ctx) for c in res]
     rules: list[Rule] = []
@@ -329,7 +328,7 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
     return rules, st
 
 
-# ---- instances of more general rules ------------------------------------------------
+# ---- special cases of more general rules --------------------------------------------
 def merged(rule: Rule, a: str, b: str) -> Rule | None:
     """The rule with variable `b` identified with `a` (identical nodes merged), or
     None when that makes two outputs one."""
@@ -386,7 +385,7 @@ def _merged_keys(_: None, batch: list[Rule]) -> list[list]:
     return out
 
 
-def instances(rules: list[Rule], keys: list, ex: Executor) -> set[int]:
+def special_cases(rules: list[Rule], keys: list, ex: Executor) -> set[int]:
     """Indices of rules that are another rule with two variables identified: an
     instance of a more general rule, which the optimizer applies just as well."""
     index = {k: i for i, k in enumerate(keys)}

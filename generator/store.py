@@ -39,6 +39,23 @@ from typing import Any
 
 from taso.files import atomic_path
 
+from .fingerprint import Digest
+
+# A generator graph: nodes (op, attrs, input tensor ids) over the family tensors
+# 0 .. I-1 and then each node's outputs (see `enumerate`).
+Node = tuple[str, tuple, tuple[int, ...]]
+GraphT = tuple[Node, ...]
+
+
+@dataclass
+class Member:
+    """One enumerated graph: its nodes, sink tensor ids and their fingerprints."""
+
+    graph: GraphT
+    sinks: tuple[int, ...]
+    sink_vals: tuple[Digest, ...]
+    vals: tuple[Digest, ...] = ()  # every node output, in tensor-id order
+
 Key = tuple
 FORMAT = "taso-gen-spill"
 VERSION = 1
@@ -62,7 +79,6 @@ def _tuples(v: Any) -> Any:
 
 def read_bucket(ref: SpillBucket) -> dict[Key, list[Any]]:
     """The classes of one bucket file, in the order written."""
-    from .enumerate import Member
     try:
         with open(ref.nodes) as f:
             table = [(op, tuple((k, _tuples(v)) for k, v in attrs)) for op, attrs in json.load(f)]

@@ -9,8 +9,8 @@ Which inputs: seeded random activations with every overridable initializer at
 its default, then (where there are float ones) with those drawn at random too;
 for a graph with symbolic dims, all of that at a second binding as well.
 
-Stated tolerance: every output element must satisfy
-|optimized - original| <= ATOL + RTOL * |original| (float32 reassociation and
+Stated tolerance (`taso.tolerance`): every output element must satisfy
+|optimized - original| <= MODEL_ATOL + MODEL_RTOL * |original| (float32 reassociation and
 folded batch norms change rounding, nothing more).
 """
 
@@ -19,12 +19,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from taso import runtime
+from taso.cli import first_line
 from taso.errors import CheckError, ModelError
 from taso.ir import Graph, random_array
-from taso.onnx_io.common import first_line
-
-ATOL = 1e-3
-RTOL = 1e-3
+from taso.tolerance import MODEL_ATOL, MODEL_RTOL, elementwise_errors
 
 # The optimized model computes something else than the original (the name the
 # tests and older callers use).
@@ -32,23 +31,14 @@ EquivalenceError = CheckError
 
 
 def run_onnx(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    # Run the graph as written: onnxruntime's own rewrites are not under test.
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 4  # failures are exceptions; the log only repeats them
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
-    # onnxruntime lists an overridable initializer apart from the inputs (by IR version).
-    names = {i.name for i in (*sess.get_inputs(), *sess.get_overridable_initializers())}
-    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+    """`model`'s outputs in onnxruntime, the graph run as written: onnxruntime's
+    own rewrites are not under test."""
+    return runtime.run(model, feeds, runtime.session_options(optimize=False))
 
 
 def check_equivalence(original: Graph | onnx.ModelProto, optimized: Graph | onnx.ModelProto,
                       feeds: dict[str, np.ndarray] | None = None, seed: int = 0,
-                      atol: float = ATOL, rtol: float = RTOL) -> float:
+                      atol: float = MODEL_ATOL, rtol: float = MODEL_RTOL) -> float:
     """The largest absolute difference over all outputs; raises
     EquivalenceError when an element is outside the tolerance."""
     from taso.onnx_io import export_onnx
@@ -65,7 +55,7 @@ def check_equivalence(original: Graph | onnx.ModelProto, optimized: Graph | onnx
 
 
 def compare_outputs(a: list[np.ndarray], b: list[np.ndarray],
-                    atol: float = ATOL, rtol: float = RTOL,
+                    atol: float = MODEL_ATOL, rtol: float = MODEL_RTOL,
                     names: list[str] | None = None) -> float:
     """The largest absolute difference between outputs `a` (the original's)
     and `b`; raises EquivalenceError (CheckError) when an element is outside
@@ -78,19 +68,7 @@ def compare_outputs(a: list[np.ndarray], b: list[np.ndarray],
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape:
             raise EquivalenceError(f"{label}: shape {x.shape} became {y.shape}")
-        if x.dtype.kind in "fc":
-            wide = np.result_type(x.dtype, y.dtype, np.float64)  # complex stays complex
-            xf, yf = x.astype(wide), y.astype(wide)
-            # Equal infinities and NaN on both sides agree: random inputs give
-            # Sqrt or Log a NaN that a faithful rewrite keeps.
-            with np.errstate(invalid="ignore"):
-                same = (xf == yf) | (np.isnan(xf) & np.isnan(yf))
-                diff = np.where(same, 0.0, np.abs(yf - xf))
-            bad = ~(same | (np.isfinite(xf) & (diff <= atol + rtol * np.abs(xf))))
-            err = float(diff.max()) if diff.size else 0.0
-        else:
-            bad = x != y
-            err = float(bad.any())
+        bad, err = elementwise_errors(x, y, atol, rtol)
         worst = max(worst, err)
         if bad.any():
             raise CheckError(
@@ -153,7 +131,7 @@ def feed_sets(graph: Graph, seed: int = 0, symbolic: bool = True
 
 def check_result(original: Graph, optimized: Graph, rules: dict[str, int] | None = None,
                  seed: int = 0, reference: onnx.ModelProto | None = None,
-                 atol: float = ATOL, rtol: float = RTOL) -> float:
+                 atol: float = MODEL_ATOL, rtol: float = MODEL_RTOL) -> float:
     """The largest difference between `optimized` and `original` (or the model
     `reference` it was loaded from) over every input set of `feed_sets`; raises
     CheckError naming the rules applied and the worst output when an element

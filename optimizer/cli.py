@@ -12,14 +12,11 @@ tolerance (optimizer/check.py); otherwise the command fails and writes nothing.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
-import time
 from pathlib import Path
 
-from taso.files import output_path_problem
-from taso.interrupt import interrupts_as_exit
+from taso.cli import Parser, Run, StatusLine, check_number, check_output, first_line, program
 
 
 def parse_shape(text: str) -> tuple[str, list[int]]:
@@ -40,15 +37,8 @@ EXAMPLES = ["bert_base", "inception_v3", "mobilenet_v2", "nasnet_a", "nasrnn", "
             "resnext50", "squeezenet"]
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a bad flag said in one line (and the status 2 it has)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="taso-opt", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="taso-opt", description=__doc__.split("\n\n")[0])
     p.add_argument("input", nargs="?", help="the ONNX model to optimize")
     p.add_argument("--example", choices=EXAMPLES, default=None,
                    help="optimize a built-in model (taso.models, batch size 1) instead")
@@ -102,13 +92,10 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
                                min_gain=args.min_gain, time_limit=args.time_limit)
     if problem:
         parser.error(problem)
-    if not (math.isfinite(args.memory_weight) and args.memory_weight >= 0):
-        parser.error(f"--memory-weight must be a finite number >= 0, got {args.memory_weight}")
+    check_number(parser, "--memory-weight", args.memory_weight, positive=False)
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
-    problem = output_path_problem(args.output)
-    if problem:
-        parser.error(problem)
+    check_output(parser, args.output)
     out = Path(args.output)
     if args.input and out.exists() and os.path.exists(args.input) \
             and os.path.samefile(args.input, out):
@@ -133,39 +120,17 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    with interrupts_as_exit("taso-opt") as done:
+    with program("taso-opt") as run:
         parser = build_parser()
         args = parser.parse_args(argv)
         check_args(parser, args)
-        done(_guarded(args))
-    return done.code
+        run(_optimize(args, run))
+    return run.code
 
 
-def _guarded(args: argparse.Namespace) -> int:
-    """`_optimize`, with what no check can rule out turned into one line."""
-    from taso.onnx_io.common import first_line
-
-    try:
-        return _optimize(args)
-    except MemoryError:
-        print("taso-opt: out of memory (the model, its inputs or the search do not fit); "
-              "nothing written", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as e:
-        if os.environ.get("TASO_DEBUG", "") not in ("", "0"):
-            raise
-        print(f"taso-opt: internal error, nothing written ({type(e).__name__}: "
-              f"{first_line(e)}); TASO_DEBUG=1 shows where", file=sys.stderr)
-        return 3
-
-
-def _optimize(args: argparse.Namespace) -> int:
-    import taso
+def _optimize(args: argparse.Namespace, run: Run) -> int:
     from taso.errors import CheckError, ModelError, ShapeError
-    from taso.onnx_io import read_model, save_model
-    from taso.onnx_io.common import first_line
+    from taso.onnx_io import export_onnx, load_onnx, read_model, save_model
 
     from .check import run_onnx
     from .cost import CostModelUnavailable
@@ -173,28 +138,25 @@ def _optimize(args: argparse.Namespace) -> int:
     from .report import summary_json, summary_text
     from .search import run_search
 
-    def say(msg: str, end: str = "\n") -> None:
+    def say(msg: str) -> None:
         if not args.quiet:
-            print(msg, file=sys.stderr, end=end, flush=True)
+            print(msg, file=sys.stderr, flush=True)
 
     try:
         if args.example:
             from taso.models import ALL
-            original = taso.export_onnx(ALL[args.example](batch_size=1))
+            original = export_onnx(ALL[args.example](batch_size=1))
         else:
             original = read_model(args.input)
-        graph = taso.load_onnx(original, dict(args.input_shape) or None,
-                               freeze_initializers=args.freeze_initializers,
-                               static=args.static)
+        graph = load_onnx(original, dict(args.input_shape) or None,
+                          freeze_initializers=args.freeze_initializers, static=args.static)
         problem = inputs_too_large(graph)
         if problem:
-            print(f"taso-opt: {problem}", file=sys.stderr)
-            return 2
+            return run.fail(problem)
         model = make_cost_model(args.cost_model, cache_path=args.cost_cache,
                                 memory_weight=args.memory_weight)
     except (OSError, ModelError, ShapeError, ValueError, CostModelUnavailable) as e:
-        print(f"taso-opt: {first_line(e)}", file=sys.stderr)
-        return 2
+        return run.fail(first_line(e))
     for note in [*args.notes, *getattr(graph, "notes", ())]:
         say(f"note: {note}")
     feeds = graph.random_inputs(args.seed)
@@ -202,24 +164,20 @@ def _optimize(args: argparse.Namespace) -> int:
         run_onnx(original, feeds)
     except Exception as e:  # onnxruntime's own failures: not ours to fix, but to name
         # The model may be fine and the random inputs not (a shape fed as data).
-        print(f"taso-opt: onnxruntime cannot run the input model on random inputs "
-              f"(--seed {args.seed}): {first_line(e)}", file=sys.stderr)
-        return 2
+        return run.fail(f"onnxruntime cannot run the input model on random inputs "
+                        f"(--seed {args.seed}): {first_line(e)}")
     say(f"{args.example or Path(args.input).name}: {graph.summary()}")
     if graph.overridable and not args.quiet:
         say(f"note: {len(graph.overridable)} initializer(s) are also graph inputs "
             f"(overridable defaults); they stay inputs and are never folded "
             f"(--freeze-initializers treats them as constants)")
-    tty = sys.stderr.isatty()
-    last = [0.0]
+    if not args.quiet:
+        run.line = StatusLine()
 
     def progress(piece: int, pieces: int, expanded: int, best: float) -> None:
-        now = time.monotonic()
-        if now - last[0] >= (0.2 if tty else 2.0):
-            last[0] = now
-            where = (f"searching piece {piece + 1}/{pieces}: {expanded} expanded"
-                     if piece < pieces else f"rewriting the joined graph: {expanded} rewrites")
-            say(f"\r{where}, best cost {best:.4f}", end="" if tty else "\n")
+        where = (f"searching piece {piece + 1}/{pieces}: {expanded} expanded"
+                 if piece < pieces else f"rewriting the joined graph: {expanded} rewrites")
+        run.line.show(f"{where}, best cost {best:.4f}")
 
     try:
         report = run_search(graph, alpha=args.alpha, budget=args.budget, rules=args.rules,
@@ -229,22 +187,17 @@ def _optimize(args: argparse.Namespace) -> int:
                             progress=None if args.quiet else progress,
                             check=True, check_seed=args.seed, reference=original)
     except CheckError as e:
-        if tty:
-            say("")
-        print(f"taso-opt: {first_line(e)}; nothing written", file=sys.stderr)
-        return 1
+        return run.fail(f"{first_line(e)}; nothing written", 1)
     except (OSError, ModelError, ValueError) as e:  # a bad rule file, an unreadable cache
-        print(f"taso-opt: {first_line(e)}", file=sys.stderr)
-        return 2
-    if tty:
-        say("")
+        return run.fail(first_line(e))
+    if run.line:
+        run.line.end()
     for note in report.extra.get("notes", ()):
         say(f"note: {note}")
     try:
-        save_model(taso.export_onnx(report.graph), args.output)
+        save_model(export_onnx(report.graph), args.output)
     except ModelError as e:
-        print(f"taso-opt: {first_line(e)}", file=sys.stderr)
-        return 2
+        return run.fail(first_line(e))
     if args.json:
         print(summary_json(report, output=str(args.output)))
     else:

@@ -41,7 +41,7 @@ from taso.ir import Graph
 
 from .cost import CostModel
 from .engine import Engine
-from .fold import fold_weights
+from .fold_weights import fold_weights
 from .partition import Piece, join, piece_key, shared_weights, split_graph
 
 log = logging.getLogger("taso.optimizer")

@@ -1,6 +1,6 @@
-"""The console scripts. Each imports its program inside the interrupt guard,
-so Ctrl-C at any moment, during the imports too, ends in one line and status
-130 rather than a traceback."""
+"""The console scripts. Each imports its program inside the guarded run
+(`taso.cli.program`), so Ctrl-C at any moment, during the imports too, ends in
+one line and status 130 rather than a traceback."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from .interrupt import INTERRUPTED, TERMINATED, interrupts_as_exit
+from .cli import program
 
 EXIT_GRACE = 10.0  # seconds an interrupted program may take to exit
 
@@ -27,12 +27,12 @@ def _exit_guard(code: int) -> None:
 
 
 def _run(prog: str, module: str) -> int:
-    with interrupts_as_exit(prog) as done:
+    with program(prog) as run:
         main = importlib.import_module(module).main
-        done(main())
-    if done.code in (INTERRUPTED, TERMINATED):
-        _exit_guard(done.code)
-    return done.code
+        run(main())
+    if run.code in (130, 143):  # SIGINT, SIGTERM
+        _exit_guard(run.code)
+    return run.code
 
 
 def opt() -> int:

@@ -8,11 +8,11 @@ inherited by fork: the pool works under any start method, and a Ray worker on
 another node computes what a local one does. `fn` must be a module-level
 function (workers import it by name).
 
-Interruptions: `signals_as_interrupts()` turns SIGINT and SIGTERM into an
-`Interrupted` exception in the main thread (then ignores both while the caller
-cleans up); an executor's `abort()` kills its workers at once. Pool workers
-ignore SIGINT, so a Ctrl-C sent to the whole terminal group reaches only the
-parent, which ends them.
+Interruptions: `taso.interrupt.signals_as_interrupts()` turns SIGINT and
+SIGTERM into an `Interrupted` exception in the main thread (then ignores both
+while the caller cleans up); an executor's `abort()` kills its workers at once.
+Pool workers ignore SIGINT, so a Ctrl-C sent to the whole terminal group
+reaches only the parent, which ends them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+from .interrupt import _SIGNALS, _on_signal, signals_deferred
 
 EXECUTORS = ("local", "ray")
 
@@ -54,79 +56,6 @@ class Executor(Protocol):
 
 class ExecutorError(RuntimeError):
     """An executor could not start (Ray missing, no cluster at the address)."""
-
-
-# ---- interruption ----------------------------------------------------------------------
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived (raised by the handlers of
-    `signals_as_interrupts`)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def interruption(e: KeyboardInterrupt) -> tuple[str, int]:
-    """(signal name, exit status: 128 + its number) for an interruption. Read from
-    the signals received, not from the exception: Ray's `get` turns any
-    KeyboardInterrupt raised in it into a plain one. SIGTERM if it came at all (a
-    request to terminate outranks an interrupt), else SIGINT (also for a plain
-    KeyboardInterrupt with no signal seen)."""
-    if signal.SIGTERM in _received:
-        signum = signal.SIGTERM
-    elif isinstance(e, Interrupted):
-        signum = e.signum
-    else:
-        signum = signal.SIGINT
-    return signal.Signals(signum).name, 128 + signum
-
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_received: list[int] = []  # signals seen within signals_as_interrupts, in order
-_deferring = False
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    # Raise once: from then on the caller cleans up (kills workers, removes spill
-    # files) and must not be cut short by a second signal, which is only noted.
-    # Within `signals_deferred` (a worker or a Ray instance starting) the first
-    # one waits until what starts is on record, so that it can be taken down
-    # whole; a second one does not wait.
-    seen = len(_received)
-    _received.append(signum)
-    if seen == 0 and not _deferring or seen == 1 and _deferring:
-        raise Interrupted(signum)
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold a first SIGINT or SIGTERM (under `signals_as_interrupts`) until the
-    block ends, then raise it."""
-    global _deferring
-    _deferring = True
-    try:
-        yield
-    finally:
-        _deferring = False
-    if len(_received) == 1:
-        raise Interrupted(_received[0])
-
-
-@contextmanager
-def signals_as_interrupts() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise `Interrupted` (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.getsignal(s) for s in _SIGNALS}
-    _received.clear()
-    for s in _SIGNALS:
-        signal.signal(s, _on_signal)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def _worker_signals() -> None:

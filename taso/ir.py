@@ -9,7 +9,6 @@ a handle to one output of one node. Graph inputs (`input` nodes) are activations
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,9 @@ import numpy as np
 
 from .ops import OPS, ShapeError, get_op
 from .ops.base import Attrs, Shape
+from .stablehash import ints_hash, node_hash, output_hash
+
+SOURCES = ("input", "weight")  # nodes that compute nothing: fed, or carrying data
 
 
 @dataclass(frozen=True)
@@ -208,54 +210,77 @@ class Graph:
         """Operator nodes that compute something (sources excluded)."""
         live = self.live()
         return sum(1 for n in self.nodes.values()
-                   if n.id in live and n.op not in ("input", "weight"))
+                   if n.id in live and n.op not in SOURCES)
 
-    def node_hashes(self) -> dict[int, bytes]:
-        """Structural (Merkle) hash of every node: sources by name, others by
-        operator, attributes and their inputs' hashes."""
-        h: dict[int, bytes] = {}
+    def node_hashes(self) -> dict[int, int]:
+        """Structural (Merkle) hash of every node (`taso.stablehash.node_hash`):
+        sources by name and shape, others by operator, attributes and their
+        input tensors' hashes."""
+        h: dict[int, int] = {}
         for n in self.topo_order():
-            m = hashlib.blake2b(digest_size=16)
-            m.update(repr((n.op, n.attrs)).encode())
-            if n.op in ("input", "weight"):
-                m.update(repr((n.name, n.shapes)).encode())
-            for p, i in n.inputs:
-                m.update(h[p])
-                m.update(i.to_bytes(2, "little"))
-            h[n.id] = m.digest()
+            label = (n.attrs, n.name, n.shapes) if n.op in SOURCES else n.attrs
+            h[n.id] = node_hash(n.op, label, [output_hash(h[p], i) for p, i in n.inputs])
         return h
 
     def hash(self) -> str:
         """Canonical hash: independent of node order and node ids, dependent on
-        structure, attributes, source names and the ordered outputs."""
+        structure, attributes, source names and the ordered outputs; the same
+        in every process."""
         h = self.node_hashes()
-        m = hashlib.blake2b(digest_size=16)
-        for nid, i in self.outputs:
-            m.update(h[nid])
-            m.update(i.to_bytes(2, "little"))
-        return m.hexdigest()
+        return f"{ints_hash([output_hash(h[p], i) for p, i in self.outputs]):016x}"
+
+    def constant_nodes(self, opaque: bool = False) -> set[int]:
+        """Ids of the nodes whose value is known before the model runs (see
+        `is_constant`)."""
+        const: set[int] = set()
+        for n in self.topo_order():
+            if is_constant(n, const, opaque):
+                const.add(n.id)
+        return const
 
     # ---- evaluation -----------------------------------------------------------
-    def run(self, feeds: Mapping[str, np.ndarray],
-            apply: Callable[[Node, list[np.ndarray]], list[np.ndarray]],
-            weight_value: Callable[[Node], np.ndarray]) -> list[np.ndarray]:
-        """Evaluate the live nodes with a semantics given by `apply`."""
-        live = self.live()
-        vals: dict[int, list[np.ndarray]] = {}
-        for n in self.topo_order():
-            if n.id not in live:
-                continue
+    def values(self, want: Iterable[int], feeds: Mapping[str, np.ndarray] | None = None,
+               apply: Apply | None = None, weight_value: Callable[[Node], Any] | None = None,
+               memo: dict[int, list[Any]] | None = None) -> dict[int, list[Any]]:
+        """The outputs of the nodes `want` and of every node they read, by node
+        id: inputs from `feeds` (else their default), weights by `weight_value`
+        (default: their data), every other node by `apply` (default: the numpy
+        reference, `run_node`). `memo` holds values already known and receives
+        the new ones. The one graph evaluator: every semantics plugs in here."""
+        apply = apply or run_node
+        vals = {} if memo is None else memo
+        need: set[int] = set()
+        stack = [nid for nid in want if nid not in vals]
+        while stack:
+            nid = stack.pop()
+            if nid not in need:
+                need.add(nid)
+                stack.extend(p for p, _ in self.nodes[nid].inputs if p not in vals)
+        for nid in sorted(need):  # ids grow in evaluation order (insertion order)
+            n = self.nodes[nid]
             if n.op == "input":
-                if n.name in feeds:
-                    vals[n.id] = [feeds[n.name]]
-                elif n.data is not None:  # an overridable initializer: its default
-                    vals[n.id] = [n.data]
-                else:
-                    raise KeyError(f"no value fed for input {n.name!r}")
+                vals[nid] = [self._fed(n, feeds or {})]
             elif n.op == "weight":
-                vals[n.id] = [weight_value(n)]
+                vals[nid] = [n.data if weight_value is None else weight_value(n)]
             else:
-                vals[n.id] = apply(n, [vals[p][i] for p, i in n.inputs])
+                vals[nid] = apply(n, [vals[p][i] for p, i in n.inputs])
+        return vals
+
+    @staticmethod
+    def _fed(n: Node, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        if n.name in feeds:
+            return feeds[n.name]
+        if n.data is not None:  # an overridable initializer: its default
+            return n.data
+        raise KeyError(f"no value fed for input {n.name!r}")
+
+    def run(self, feeds: Mapping[str, np.ndarray], apply: Apply | None = None,
+            weight_value: Callable[[Node], Any] | None = None) -> list[Any]:
+        """The outputs, in order, with a semantics given by `apply` (see `values`).
+        Every graph input must be fed or have a default."""
+        for n in self.inputs:
+            self._fed(n, feeds)
+        vals = self.values([nid for nid, _ in self.outputs], feeds, apply, weight_value)
         return [vals[nid][i] for nid, i in self.outputs]
 
     def evaluate(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None,
@@ -263,15 +288,7 @@ class Graph:
         """Run the float32 numpy reference; returns the outputs in order. `inputs`
         maps input names to arrays (or lists them in input order); missing inputs
         get seeded random values (see `random_inputs`)."""
-        feeds = self.feeds(inputs, seed)
-
-        def apply(n: Node, xs: list[np.ndarray]) -> list[np.ndarray]:
-            if n.op == "opaque":
-                from .onnx_io import run_opaque
-                return run_opaque(n, xs)
-            return get_op(n.op).run_ref(n.a, xs)
-
-        return self.run(feeds, apply, lambda n: n.data)
+        return self.run(self.feeds(inputs, seed))
 
     def feeds(self, inputs=None, seed: int = 0) -> dict[str, np.ndarray]:
         if inputs is None:
@@ -323,7 +340,7 @@ class Graph:
     def summary(self) -> str:
         counts: dict[str, int] = {}
         for n in self.nodes.values():
-            if n.op not in ("input", "weight"):
+            if n.op not in SOURCES:
                 counts[n.op] = counts.get(n.op, 0) + 1
         body = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
         return f"Graph({len(self.inputs)} inputs, {len(self.weights)} weights, " \
@@ -349,8 +366,33 @@ def new_graph(seed: int = 0) -> Graph:
     return Graph(seed)
 
 
+Apply = Callable[[Node, list[Any]], list[Any]]
+
+
+def run_node(n: Node, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One node's outputs by the float32 numpy reference (an opaque node's in
+    onnxruntime, see `taso.onnx_io.opaque`)."""
+    return get_op(n.op).run_ref(n.a, xs)
+
+
+def is_constant(n: Node, const: set[int], opaque: bool = False) -> bool:
+    """Whether node `n`'s value is known before the model runs, given the ids
+    `const` of the constant nodes before it: a weight, a constant generator (an
+    operator with `weight_only`), or a node computed from constants alone.
+    Opaque nodes count only with `opaque`, and never one that draws random
+    values: the loader evaluates them, while elsewhere an unknown operator is
+    never folded (the loader already folded those worth folding)."""
+    if n.op in SOURCES:
+        return n.op == "weight"
+    if n.op == "opaque" and not (opaque and get_op(n.op).pure(n.a)):
+        return False
+    if not n.inputs:
+        return get_op(n.op).weight_only or n.op == "opaque"
+    return all(p in const for p, _ in n.inputs)
+
+
 def iter_ops(g: Graph) -> Iterable[Node]:
-    return (n for n in g.topo_order() if n.op not in ("input", "weight"))
+    return (n for n in g.topo_order() if n.op not in SOURCES)
 
 
 def random_array(shape: Shape, dtype: str, rng: np.random.Generator,

@@ -11,6 +11,11 @@ result is an unsigned 64-bit integer: 8 bytes of BLAKE2b over a canonical
 encoding. Results are memoized by value, since callers hash the same small
 tuples many times over (the canonical form of a rule hashes each node once per
 variable permutation).
+
+`node_hash` and `output_hash` are the one structural (Merkle) hash of graphs:
+a node by its operator, attributes and input tensors' hashes, a tensor by its
+node's hash and output index. `Graph.hash` and the generator's class keys both
+build on them.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 _MEMO: dict[Any, int] = {}
@@ -80,3 +85,24 @@ def ints_hash(values: Sequence[int]) -> int:
     if p is None:
         p = _PACKERS[n] = struct.Struct(f"<{n}Q")
     return int.from_bytes(hashlib.blake2b(p.pack(*values), digest_size=8).digest(), "little")
+
+
+# ---- structural hashes ----------------------------------------------------------------
+_TYPE_CODE: dict[tuple, int] = {}
+
+
+def node_hash(op: str, attrs: Any, inputs: Iterable[int]) -> int:
+    """Structural hash of a node from its operator, its attributes (any value
+    `stable_hash` takes) and its input tensors' hashes, in order."""
+    key = (op, attrs)
+    code = _TYPE_CODE.get(key)
+    if code is None:
+        if len(_TYPE_CODE) >= _MEMO_LIMIT:
+            _TYPE_CODE.clear()
+        code = _TYPE_CODE[key] = stable_hash(key)
+    return ints_hash((code, *inputs))
+
+
+def output_hash(node: int, index: int) -> int:
+    """Structural hash of output `index` of a node whose hash is `node`."""
+    return ints_hash((node, index))

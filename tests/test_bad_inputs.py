@@ -295,9 +295,9 @@ def test_a_bogus_log_level_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("sig, code, word, delay", [
-    (signal.SIGINT, 130, "interrupted", 0.3),  # during the imports
-    (signal.SIGINT, 130, "interrupted", 2.5),  # measuring costs
-    (signal.SIGTERM, 143, "terminated", 2.5)])
+    (signal.SIGINT, 130, "interrupted by SIGINT", 0.3),  # during the imports
+    (signal.SIGINT, 130, "interrupted by SIGINT", 2.5),  # measuring costs
+    (signal.SIGTERM, 143, "interrupted by SIGTERM", 2.5)])
 def test_signals_end_in_one_line_and_write_nothing(tmp_path, sig, code, word, delay):
     src = GOOD(tmp_path)
     (tmp_path / "out.onnx").write_bytes(KEEP)

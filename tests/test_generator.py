@@ -6,7 +6,7 @@ import pytest
 from taso.generator.cli import main
 from taso.generator.enumerate import Member, analyze, init_worker, sinks_of
 from taso.generator.family import GenConfig, Var
-from taso.generator.fingerprint import Evaluator
+from taso.generator.fingerprint import Fingerprints
 from taso.generator.generate import generate
 from taso.generator.prune import _info, common_subgraph, family_digests, implied
 from taso.rules_db import PNode, Rule
@@ -41,7 +41,7 @@ def _member(ev, graph, n_in):
 
 
 def test_fingerprint_independent_of_node_order_and_exact():
-    ev = Evaluator(tuple(M))
+    ev = Fingerprints(tuple(M))
     mm = ("matmul", (("activation", "none"),))
     a = ((*mm, (0, 1)), (*mm, (1, 2)), ("ewadd", (), (3, 4)))
     b = ((*mm, (1, 2)), (*mm, (0, 1)), ("ewadd", (), (4, 3)))
@@ -152,7 +152,7 @@ def test_emitted_rules_hold_on_other_shapes():
 def test_pruning_criteria_on_hand_made_pairs():
     cfg = GenConfig(max_ops=3, ops=("relu", "ewadd", "transpose"), family=tuple(M[:2]))
     init_worker(cfg)
-    ev = Evaluator(cfg.family)
+    ev = Fingerprints(cfg.family)
     inputs = [ev.inputs[0], ev.inputs[1]]
 
     def info(g):
@@ -231,7 +231,7 @@ def test_cli_refuses_an_output_or_spill_folder_it_cannot_use(tmp_path, capsys):
 
 def test_instances_of_general_rules_are_dropped():
     from taso.generator.executor import SerialExecutor
-    from taso.generator.prune import instances
+    from taso.generator.prune import special_cases
     from taso.rules_db.canonical import canonical
 
     def assoc(a, b, c):
@@ -241,14 +241,14 @@ def test_instances_of_general_rules_are_dropped():
         return r
     rules = [assoc("a", "b", "c"), assoc("a", "a", "c"), assoc("x", "y", "y")]
     keys = [canonical(r)[0] for r in rules]
-    assert instances(rules, keys, SerialExecutor()) == {1, 2}
+    assert special_cases(rules, keys, SerialExecutor()) == {1, 2}
     rules[0].vars["a"]["rank"] = 4  # a matrix-only instance of a 4-D rule is not one
-    assert 1 not in instances(rules[:2], keys[:2], SerialExecutor())
+    assert 1 not in special_cases(rules[:2], keys[:2], SerialExecutor())
 
 
 def test_second_seed_splits_a_stream0_collision():
     from taso.generator.prune import second_seed
-    ev1 = Evaluator(tuple(M), 0, streams=(1,))
+    ev1 = Fingerprints(tuple(M), 0, streams=(1,))
     tr = ("transpose", (("perm", (1, 0)),))
     a = Member((("relu", (), (0,)),), (3,), (123,))
     b = Member((("relu", (), (1,)),), (3,), (123,))  # pretend stream 0 collided

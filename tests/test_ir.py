@@ -78,3 +78,74 @@ def test_pruned_drops_dead_nodes():
     g.mark_output(g.tanh(x))
     p = g.pruned()
     assert p.num_ops() == 1 and p.hash() == g.hash()
+
+
+def test_values_evaluates_what_is_asked_and_what_it_reads_once():
+    g = taso.new_graph()
+    x = g.new_input(dims=(2, 2), name="x")
+    t = g.tanh(x)
+    r = g.relu(t)
+    g.mark_output(g.sigmoid(t))
+    seen = []
+
+    def apply(n, xs):
+        seen.append(n.op)
+        return taso.ir.run_node(n, xs)
+
+    xv = np.arange(4, dtype=np.float32).reshape(2, 2)
+    memo = {}
+    vals = g.values([r.node], {"x": xv}, apply, memo=memo)
+    assert seen == ["tanh", "relu"] and vals is memo
+    np.testing.assert_array_equal(vals[r.node][0], np.maximum(np.tanh(xv), 0))
+    g.values([r.node, t.node], {"x": xv}, apply, memo=memo)
+    assert seen == ["tanh", "relu"]  # known values are not computed again
+    with pytest.raises(KeyError, match="no value fed for input 'x'"):
+        g.run({})
+
+
+def test_constant_nodes_are_known_before_the_model_runs():
+    g = taso.new_graph()
+    x = g.new_input(dims=(4, 4))
+    w1, w2 = g.new_weight(dims=(4, 4)), g.new_weight(dims=(4, 4))
+    k = g.concat(1, [w1, w2])  # computed from weights alone
+    y = g.matmul(x, k)  # reads an activation
+    one = g.add_node("const_one", [], shape=(4, 8))[0]  # a constant generator
+    g.mark_output(g.ewadd(y, one))
+    const = g.constant_nodes()
+    assert const == {w1.node, w2.node, k.node, one.node}
+    assert all(taso.ir.is_constant(g.nodes[i], const) == (i in const) for i in g.nodes)
+
+
+def test_opaque_nodes_are_constant_only_for_the_loader_and_never_random():
+    from onnx import TensorProto, helper, numpy_helper
+
+    c = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "c")
+    reps = numpy_helper.from_array(np.array([2, 1], np.int64), "reps")
+    nodes = [helper.make_node("Tile", ["c", "reps"], ["big"]),  # opaque, on weights, grows
+             helper.make_node("RandomNormalLike", ["big"], ["noise"]),  # opaque, random
+             helper.make_node("Add", ["x", "big"], ["s"]),
+             helper.make_node("Add", ["s", "noise"], ["y"])]
+    xy = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 3]) for n in "xy"]
+    graph = helper.make_graph(nodes, "g", xy[:1], xy[1:], [c, reps])
+    g = taso.load_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    opaque = {g.nodes[i].a["onnx_type"]: i for i in g.nodes if g.nodes[i].op == "opaque"}
+    assert set(opaque) == {"Tile", "RandomNormalLike"}  # a growing Tile is not folded at load
+    assert opaque["Tile"] in g.constant_nodes(opaque=True)
+    assert opaque["Tile"] not in g.constant_nodes()  # never folded after the search
+    assert opaque["RandomNormalLike"] not in g.constant_nodes(opaque=True)
+
+
+def test_hash_is_the_same_in_every_process():
+    import os
+    import subprocess
+    import sys
+
+    import taso.models as M
+
+    code = "import taso.models as M; print(M.ALL['squeezenet'](small=True).hash())"
+    here = M.ALL["squeezenet"](small=True).hash()
+    for seed in ("0", "1"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed},
+                             check=True).stdout.strip()
+        assert out == here

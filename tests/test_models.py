@@ -13,7 +13,6 @@ from collections import Counter
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import taso
 import taso.models as M
+from taso import runtime
 from taso.ops import OPS, P
 from taso.ops.nn import inv_array, residue
 
@@ -34,11 +34,7 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    s = ort.InferenceSession(model.SerializeToString(), so,
-                             providers=["CPUExecutionProvider"])
-    return s.run(None, feeds)
+    return runtime.session(model, runtime.session_options(None)).run(None, feeds)
 
 
 def max_rel_err_vs_ort(g: taso.Graph, opset: int | None = None, seed: int = 1) -> float:

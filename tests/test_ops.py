@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import taso
+from taso import runtime
 from taso.ops import OPS, Op, P
 
 Case = tuple[list[np.ndarray], dict]
@@ -268,11 +268,7 @@ def one_node_graph(op: str, xs: list[np.ndarray], attrs: dict) -> taso.Graph:
 
 
 def run_ort(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    return runtime.session(model).run(None, feeds)
 
 
 def test_every_operator_has_examples():

@@ -12,7 +12,7 @@ from taso.optimizer.check import EquivalenceError, check_equivalence
 from taso.optimizer.cost import get_cost_model
 from taso.optimizer.cost.memory import weight_bytes
 from taso.optimizer.engine import Engine
-from taso.optimizer.fold import fold_weights
+from taso.optimizer.fold_weights import fold_weights
 from taso.optimizer.partition import cut_points, join, shared_weights, split_graph
 from taso.optimizer.search import (
     resolve_rules,

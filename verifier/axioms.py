@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from taso.ops import ACTIVATIONS, OPS
+from taso.tolerance import scaled_mismatch as mismatch
 
 from .shapes import solve
 from .terms import (
@@ -28,7 +29,6 @@ from .terms import (
     Arith,
     Cmp,
     Dim,
-    Evaluator,
     IVar,
     Ok,
     Rank,
@@ -36,8 +36,10 @@ from .terms import (
     app,
     apps,
     int_vars,
-    mismatch,
     tensor_vars,
+)
+from .terms import (
+    TermEvaluator as Evaluator,
 )
 
 

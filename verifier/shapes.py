@@ -2,7 +2,7 @@
 under which given terms are well-shaped and given conditions hold.
 
 It never restates an operator's shape rule: it proposes candidates and lets the
-operators' own shape rules (through `Evaluator`) reject them, backtracking over
+operators' own shape rules (through `TermEvaluator`) reject them, backtracking over
 variables in order of first use. Candidates for a variable are shapes already
 in play (so operands of elementwise ops tend to agree), those shapes with one
 axis changed (so kernels fit inputs and concat parts differ on the concat axis),
@@ -18,7 +18,7 @@ import numpy as np
 
 from taso.ops import OPS
 
-from .terms import Evaluator, IVar, Ok, Var, apps, int_vars, tensor_vars, walk
+from .terms import IVar, Ok, TermEvaluator, Var, apps, int_vars, tensor_vars, walk
 
 Shape = tuple[int, ...]
 
@@ -65,7 +65,7 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
             due[max(level[v] for v in vs)].append(c)
 
     def consistent(k: int) -> bool:
-        ev = Evaluator(shapes, ints)
+        ev = TermEvaluator(shapes, ints)
         for c in due[k]:
             if not ev.holds(c):
                 return False
@@ -96,7 +96,7 @@ def solve(ok_terms: Sequence[Any], conds: Sequence[Any] = (),
         return False
 
     if any(not vs for _, vs in checks):  # a check of no variable: decided once
-        ev = Evaluator(shapes, ints)
+        ev = TermEvaluator(shapes, ints)
         if not all(ev.holds(c) for c, vs in checks if not vs):
             return None
     try:

@@ -9,7 +9,7 @@ A condition is `Ok(t)` (t is well-shaped) or a comparison (`Cmp`).
 The meaning of a term is that of the operator library in a model with one
 extra value, ⊥ ("ill-shaped"): an operator applied to ⊥, or to shapes or
 attributes its shape rule rejects, gives ⊥; dim(t, i) is the size of axis i of t
-(0 when i is out of range or t is ⊥) and rank(⊥) = -1. `Evaluator` computes
+(0 when i is out of range or t is ⊥) and rank(⊥) = -1. `TermEvaluator` computes
 exactly this meaning with the numpy reference; the Z3 encoding
 (`taso.verifier.encode`) names it symbolically.
 """
@@ -264,7 +264,7 @@ def _probe(op: str, attrs: dict) -> dict:
 BOTTOM = None
 
 
-class Evaluator:
+class TermEvaluator:
     """Shapes and values of terms for given variable shapes, attribute-variable
     values and (optionally) variable values. ⊥ is None."""
 
@@ -343,22 +343,6 @@ class Evaluator:
         if key not in self._value:
             xs = [self.value(a) for a in t.args]
             attrs = {k: self.attr(v) for k, v in t.attrs}
-            out = OPS[t.op].ref(attrs, *xs)
-            # numpy turns 0-d results into scalars: keep them arrays
-            outs = out if isinstance(out, (list, tuple)) else [out]
+            outs = OPS[t.op].run_ref(attrs, xs)
             self._value[key] = [np.asarray(o, dtype=np.float32) for o in outs]
         return self._value[key][t.out]
-
-
-def mismatch(u: np.ndarray, v: np.ndarray, rtol: float = 1e-3) -> float | None:
-    """The largest difference of two same-shaped results if it exceeds float32
-    rounding (relative to their magnitude), else None. NaN where both sides are
-    NaN agrees (both undefined there); NaN on one side only is a mismatch."""
-    nu, nv = np.isnan(u), np.isnan(v)
-    if np.any(nu != nv):
-        return float("inf")
-    keep = ~nu
-    a, b = u[keep].astype(np.float64), v[keep].astype(np.float64)
-    diff = float(np.max(np.abs(a - b), initial=0.0))
-    scale = max(1.0, float(np.max(np.abs(a), initial=0.0)))
-    return diff if not diff <= rtol * scale else None

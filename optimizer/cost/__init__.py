@@ -13,10 +13,12 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from taso.ir import SOURCES
+
 Shape = tuple[int, ...]
 
 # Nodes that run nothing: graph inputs and weights are data, not work.
-SOURCE_OPS = ("input", "weight")
+SOURCE_OPS = SOURCES
 
 
 class CostModel:
@@ -61,7 +63,7 @@ class CostModel:
         computed from weights alone are folded into initializers before the
         model runs, so they cost nothing (sources cost what the model says)."""
         live = graph.live()
-        const = constant_nodes(graph)
+        const = graph.constant_nodes()
         total = 0.0
         for n in graph.topo_order():
             if n.id not in live or (n.id in const and n.op != "weight"):
@@ -69,19 +71,6 @@ class CostModel:
             shapes = [graph.nodes[p].shapes[i] for p, i in n.inputs]
             total += self.op_cost(n.op, n.a, shapes)
         return total
-
-
-def constant_nodes(graph: Any) -> set[int]:
-    """Ids of weights, constant generators and nodes computed from them alone."""
-    from taso.ops import OPS
-
-    const: set[int] = set()
-    for n in graph.topo_order():
-        if n.op == "weight" or (n.op in OPS and OPS[n.op].weight_only) or (
-                n.op not in ("input", "opaque") and n.inputs
-                and all(p in const for p, _ in n.inputs)):
-            const.add(n.id)
-    return const
 
 
 class FunctionCost(CostModel):
@@ -134,5 +123,5 @@ def get_cost_model(spec: str | CostModel | Callable, **options: Any) -> CostMode
     raise TypeError(f"not a cost model: {spec!r}")
 
 
-__all__ = ["COST_MODELS", "CostModel", "CostModelUnavailable", "FunctionCost", "constant_nodes",
+__all__ = ["COST_MODELS", "CostModel", "CostModelUnavailable", "FunctionCost",
            "get_cost_model", "register_cost_model"]

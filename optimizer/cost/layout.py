@@ -14,14 +14,13 @@ timed as a one-node program.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from functools import cache
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import helper
+
+from taso.runtime import benchmark_options, optimized_model, run
 
 NCHWC = "com.microsoft.nchwc"
 REORDERS = ("ReorderInput", "ReorderOutput")
@@ -41,22 +40,14 @@ def tensor_shapes(model: onnx.ModelProto) -> dict[str, Shape]:
     return out
 
 
-def layout_changes(model: onnx.ModelProto, options: ort.SessionOptions) -> list[tuple[str, Shape]]:
+def layout_changes(model: onnx.ModelProto, threads: int) -> list[tuple[str, Shape]]:
     """(op type, NCHW shape) of each reorder in the graph onnxruntime optimizes
-    `model` into under `options` (its ReorderInput's input or its
-    ReorderOutput's output, both tensors of `model`). The optimized graph is
-    written to a temporary file, named in `options` only meanwhile. A reorder
-    of a channels-last tensor, or of one whose shape is not static, is left
-    out (and counted in the log)."""
+    `model` into under the benchmark's settings with `threads` threads (its
+    ReorderInput's input or its ReorderOutput's output, both tensors of
+    `model`). A reorder of a channels-last tensor, or of one whose shape is not
+    static, is left out (and counted in the log)."""
     shapes = tensor_shapes(model)
-    with tempfile.TemporaryDirectory() as tmp:
-        options.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
-        try:
-            ort.InferenceSession(model.SerializeToString(), options,
-                                 providers=["CPUExecutionProvider"])
-            optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
-        finally:
-            options.optimized_model_filepath = ""
+    optimized = optimized_model(model, benchmark_options(threads))
     found, left_out = [], 0
     for n in optimized.graph.node:
         if n.domain != NCHWC or n.op_type not in REORDERS:
@@ -99,8 +90,7 @@ def reorder_program(op_type: str, shape: Shape) -> tuple[onnx.ModelProto, dict[s
 
 
 def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {"x": x})[0]
+    return run(model, {"x": x})[0]
 
 
 def _one_node(op_type: str, in_shape: list[int], **attrs: int) -> onnx.ModelProto:

@@ -32,7 +32,7 @@ import numpy as np
 from taso.ir import Graph
 from taso.ops import get_op
 
-from . import SOURCE_OPS, CostModel, Shape, constant_nodes
+from . import SOURCE_OPS, CostModel, Shape
 from .cache import CostCache
 
 log = logging.getLogger("taso.optimizer")
@@ -290,7 +290,7 @@ class MeasuredCostModel(CostModel):
         self.context = self.model_context(graph)
         # The search core asks for an opaque node's cost by its attributes and
         # input shapes alone: its input dtypes and constant values come from here.
-        const = constant_nodes(graph)
+        const = graph.constant_nodes()
         for n in graph.topo_order():
             if n.op == "opaque":
                 shapes = tuple(tuple(graph.nodes[p].shapes[i]) for p, i in n.inputs)
@@ -427,7 +427,7 @@ class MeasuredCostModel(CostModel):
     def _units(self, graph: Graph) -> list[tuple[list[int], Unit | None]]:
         """The units `graph_cost` sums: the node ids of a node or a fused chain,
         and its key and timing (None: it costs nothing)."""
-        live, const = graph.live(), constant_nodes(graph)
+        live, const = graph.live(), graph.constant_nodes()
         chained: dict[int, list[int]] = {}
         if self.fuses:
             for chain in fusable_chains(graph, live, const):

@@ -17,7 +17,7 @@ import numpy as np
 from taso.ir import Graph
 from taso.ops import OPS
 
-from . import CostModel, Shape, constant_nodes
+from . import CostModel, Shape
 
 
 def tensor_bytes(shape: tuple[int, ...], dtype: str = "float32") -> int:
@@ -27,7 +27,7 @@ def tensor_bytes(shape: tuple[int, ...], dtype: str = "float32") -> int:
 def weight_bytes(graph: Graph) -> int:
     """Bytes of the constants the folded graph keeps: constant outputs that a
     computed node or a graph output reads."""
-    live, const = graph.live(), constant_nodes(graph)
+    live, const = graph.live(), graph.constant_nodes()
     kept = {ref for n in graph.topo_order() if n.id in live and n.id not in const
             for ref in n.inputs if ref[0] in const}
     kept |= {ref for ref in graph.outputs if ref[0] in const}
@@ -36,7 +36,7 @@ def weight_bytes(graph: Graph) -> int:
 
 def peak_activation_bytes(graph: Graph) -> int:
     """The largest total size of activations alive at once (inputs included)."""
-    live, const = graph.live(), constant_nodes(graph)
+    live, const = graph.live(), graph.constant_nodes()
     order = [n for n in graph.topo_order() if n.id in live and n.id not in const]
     last_use: dict[tuple[int, int], int] = {}
     for step, n in enumerate(order):
@@ -109,7 +109,7 @@ def traffic_bytes(graph: Graph) -> int:
     """Bytes one run of `graph` touches at least once: the constants it reads
     and the activations it writes (its live computed nodes' outputs; reshapes
     are views)."""
-    live, const = graph.live(), constant_nodes(graph)
+    live, const = graph.live(), graph.constant_nodes()
     written = sum(output_bytes(n.op, n.a, [graph.nodes[p].shapes[i] for p, i in n.inputs])
                   for n in graph.topo_order()
                   if n.id in live and n.id not in const and n.op != "input")

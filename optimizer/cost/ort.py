@@ -14,24 +14,32 @@ constant. Results persist in a `CostCache`.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import platform
-import statistics
-import tempfile
-import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from taso.ir import Graph
+from taso.onnx_io import export_onnx
+from taso.runtime import (
+    VERSION,
+    Runner,
+    balanced_order,
+    benchmark_options,
+    clock_for,
+    default_threads,
+    median_ms,
+    profile_events,
+    session,
+    time_interleaved,
+)
 
 from . import register_cost_model
 from .cache import CostCache
@@ -74,60 +82,6 @@ def cpu_name() -> str:
     return f"{name} ({', '.join(details)})" if details else name
 
 
-def default_threads() -> int:
-    """$TASO_ORT_THREADS, else 1: one thread times steadily on a shared machine."""
-    return int(os.environ.get("TASO_ORT_THREADS", "1"))
-
-
-def session_options(threads: int) -> ort.SessionOptions:
-    """The settings under which costs are measured and models are benchmarked."""
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return so
-
-
-def make_session(model: onnx.ModelProto | bytes, threads: int) -> ort.InferenceSession:
-    data = model if isinstance(model, bytes) else model.SerializeToString()
-    return ort.InferenceSession(data, session_options(threads),
-                                providers=["CPUExecutionProvider"])
-
-
-class Runner:
-    """One onnxruntime session with its inputs bound once and its outputs
-    written into buffers allocated once, so a call times the kernels and not
-    the allocator."""
-
-    def __init__(self, session: ort.InferenceSession, feeds: dict[str, np.ndarray]):
-        self.session = session
-        self.binding = session.io_binding()
-        names = [o.name for o in session.get_outputs()]
-        first = session.run(names, feeds)  # the outputs' real shapes and dtypes
-        self._keep = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v))
-                      for v in feeds.values()]
-        for name, v in zip(feeds, self._keep):
-            self.binding.bind_ortvalue_input(name, v)
-        self._keep += [ort.OrtValue.ortvalue_from_numpy(np.empty_like(y)) for y in first]
-        for name, v in zip(names, self._keep[len(feeds):]):
-            self.binding.bind_ortvalue_output(name, v)
-
-    def __call__(self) -> None:
-        self.session.run_with_iobinding(self.binding)
-
-
-def clock_for(threads: int) -> Callable[[], int]:
-    """The clock a session with `threads` intra-op threads is timed by, in ns.
-
-    With one thread onnxruntime computes on the calling thread, so that thread's
-    CPU time is the run's latency less the time the OS gave to other processes:
-    on a shared machine it stays steady where wall time doubles. More threads
-    work elsewhere, so they are timed by the wall clock."""
-    return time.thread_time_ns if threads == 1 else time.perf_counter_ns
-
-
 @cache
 def cache_sizes() -> tuple[int, ...]:
     """Bytes of each of the first CPU's caches (sysfs); none where unreadable."""
@@ -142,58 +96,6 @@ def cache_sizes() -> tuple[int, ...]:
 def last_level_cache_bytes() -> int:
     """Size of the largest CPU cache, or 32 MiB when it cannot be read."""
     return max(cache_sizes(), default=32 * 2**20)
-
-
-def time_runs(fn: Callable[[], Any], warmup: int = 2, repeats: int = 10,
-              min_seconds: float = 0.0, max_repeats: int = 1000,
-              clock: Callable[[], int] = time.perf_counter_ns) -> list[float]:
-    """Milliseconds of each timed call of `fn` by `clock`: `warmup` untimed
-    calls, then at least `repeats` calls, more (up to `max_repeats`) until
-    `min_seconds` of wall time pass."""
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < repeats or (time.perf_counter() - start < min_seconds
-                                   and len(times) < max_repeats):
-        t = clock()
-        fn()
-        times.append((clock() - t) / 1e6)
-    return times
-
-
-def median_ms(fn: Callable[[], Any], **timing: Any) -> float:
-    return statistics.median(time_runs(fn, **timing))
-
-
-T = TypeVar("T")
-
-
-def balanced_order(items: Iterable[T], session: int) -> list[T]:
-    """The order to create the `session`-th session of each of `items` in:
-    forward, then backward, and so on. Sessions created later tended to run a
-    few percent faster on this VM (NasRNN, NasNet-A), which would favour
-    whichever model is created last."""
-    items = list(items)
-    return items if session % 2 == 0 else items[::-1]
-
-
-def time_interleaved(runners: dict[Hashable, Runner], rounds: int, round_ms: float,
-                     threads: int) -> dict[Hashable, float]:
-    """Median milliseconds per column; each round runs every column in turn (as
-    many runs as fill about `round_ms`, at least one), the starting column
-    rotating from round to round. Timed by the clock the cost model uses
-    (`clock_for`)."""
-    clock = clock_for(threads)
-    names = list(runners)
-    samples: dict[Hashable, list[float]] = {n: [] for n in names}
-    first = {n: time_runs(runners[n], warmup=2, repeats=1, clock=clock)[0] for n in names}
-    per_round = max(1, int(round_ms / max(max(first.values()), 1e-3)))
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            samples[name] += time_runs(runners[name], warmup=0, repeats=per_round,
-                                       clock=clock)
-    return {n: statistics.median(s) for n, s in samples.items()}
 
 
 def reuse_mib(traffic: int) -> int:
@@ -253,21 +155,6 @@ def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
     return chain_graph([(op, attrs, ins)], copies)
 
 
-def profile_events(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray],
-                   threads: int, runs: int) -> list[dict[str, Any]]:
-    """onnxruntime's profiler events (its JSON trace) over one warm-up run and
-    `runs` timed runs of `model` in a session with the benchmark's settings."""
-    with tempfile.TemporaryDirectory() as tmp:
-        so = session_options(threads)
-        so.enable_profiling = True
-        so.profile_file_prefix = os.path.join(tmp, "p")
-        data = model if isinstance(model, bytes) else model.SerializeToString()
-        sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-        time_runs(Runner(sess, feeds), warmup=1, repeats=runs)
-        with open(sess.end_profiling()) as f:
-            return json.load(f)
-
-
 PER_NODE_CHAIN = 33  # ReLUs in the program that tells a node's share of a run
 
 
@@ -302,7 +189,7 @@ class OrtCostModel(MeasuredCostModel):
         self.cold_weights = cold_weights
         self.exclude_layout = exclude_layout
         self.context = self.model_context(None)
-        self.device = (f"{cpu_name()}; {self.threads} thread(s); onnxruntime {ort.__version__}; "
+        self.device = (f"{cpu_name()}; {self.threads} thread(s); onnxruntime {VERSION}; "
                        + ("cold" if cold_weights else "warm") + " weights"
                        + ("; layout changes excluded" if exclude_layout else ""))
 
@@ -338,10 +225,9 @@ class OrtCostModel(MeasuredCostModel):
     def time_graph(self, g: Graph) -> float:
         """Median milliseconds of one run of `g` (exported to ONNX) in onnxruntime,
         less the share of the layout changes onnxruntime wraps around it."""
-        from taso import export_onnx
-
         model, feeds = export_onnx(g), g.random_inputs(seed=0)
-        ms = median_ms(Runner(make_session(model, self.threads), feeds), **self.timing)
+        ms = median_ms(Runner(session(model, benchmark_options(self.threads)), feeds),
+                       **self.timing)
         return ms * (1 - self.layout_share(model, feeds)) if self.exclude_layout else ms
 
     def time_models(self, graphs: Sequence[Graph], rounds: int = 21,
@@ -352,13 +238,12 @@ class OrtCostModel(MeasuredCostModel):
         sessions' medians. 21 rounds, as the benchmark: with 11, ResNeXt-50's
         5.6% gain (an A/B of three sessions each) once measured 2.9%, under
         the search's margin."""
-        from taso import export_onnx
-
         exported = [(export_onnx(g), g.random_inputs(seed=0)) for g in graphs]
         runners = {}
         for s in range(2):
             for k in balanced_order(range(len(graphs)), s):
-                runners[(k, s)] = Runner(make_session(exported[k][0], self.threads),
+                runners[(k, s)] = Runner(session(exported[k][0],
+                                                 benchmark_options(self.threads)),
                                          exported[k][1])
         ms = time_interleaved(runners, rounds, round_ms, self.threads)
         return [(ms[(k, 0)] + ms[(k, 1)]) / 2 for k in range(len(graphs))]
@@ -367,8 +252,6 @@ class OrtCostModel(MeasuredCostModel):
         """Milliseconds of the reorders onnxruntime puts into the whole model
         `graph` (layout.py), which the timings of its convolutions leave out.
         Only a model with convolutions has them."""
-        from taso import export_onnx
-
         if not self.exclude_layout or not any(
                 n.op in ("conv2d", "conv2d_bias") or n.a.get("onnx_type") == "Conv"
                 for n in graph.topo_order()):
@@ -376,7 +259,7 @@ class OrtCostModel(MeasuredCostModel):
         key = ("layout-of", graph.hash())  # the layout does not depend on weight values
         if key not in self._memo:
             try:
-                changes = layout_changes(export_onnx(graph), session_options(self.threads))
+                changes = layout_changes(export_onnx(graph), self.threads)
             except Exception as e:  # a prediction without them is still a prediction
                 log.warning("the layout changes of the model could not be read (%s); "
                             "its predicted latency leaves them out", e)
@@ -391,7 +274,7 @@ class OrtCostModel(MeasuredCostModel):
         if key not in self._memo:
             def measure() -> float:
                 model, feeds = reorder_program(op_type, tuple(shape))
-                run = Runner(make_session(model, self.threads), feeds)
+                run = Runner(session(model, benchmark_options(self.threads)), feeds)
                 return max(median_ms(run, **self.timing) - self.overhead_ms, 0.0)
             self._memo[key] = self._cached(key, measure)
         return self._memo[key]

@@ -9,8 +9,8 @@ import argparse
 import time
 
 import numpy as np
-import onnxruntime as ort
 
+from taso import runtime
 from taso.onnx_io import export_onnx
 
 from . import ALL
@@ -24,9 +24,7 @@ def summarize(name: str, small: bool, batch_size: int) -> dict:
     t = time.perf_counter()
     want = g.evaluate(feeds)
     eval_s = time.perf_counter() - t
-    session = ort.InferenceSession(export_onnx(g).SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    got = session.run(None, feeds)
+    got = runtime.session(export_onnx(g), runtime.session_options(None)).run(None, feeds)
     err = max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(got, want))
     return {"model": name, "ops": g.num_ops(), "params": sum(n.data.size for n in g.weights),
             "build_s": build_s, "eval_s": eval_s, "rel_err": err}

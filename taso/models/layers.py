@@ -14,8 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from taso.ir import Graph, Tensor
-from taso.ops import get_op
+from taso.ir import Graph, Node, Tensor, run_node
 
 
 def _rng(g: Graph) -> np.random.Generator:
@@ -128,17 +127,9 @@ def calibrate_batchnorm(g: Graph, seed: int = 0) -> Graph:
     instead would cancel large values and amplify float32 rounding many times
     over a deep random network. With fewer than 16 values per channel the moment
     is pooled over the tensor; a floor keeps dead channels from amplifying."""
-    feeds = g.random_inputs(seed)
     rng = np.random.default_rng(seed)
-    vals: dict[int, list[np.ndarray]] = {}
-    for n in g.topo_order():
-        if n.op == "input":
-            vals[n.id] = [feeds[n.name]]
-            continue
-        if n.op == "weight":
-            vals[n.id] = [n.data]
-            continue
-        xs = [vals[p][i] for p, i in n.inputs]
+
+    def calibrated(n: Node, xs: list[np.ndarray]) -> list[np.ndarray]:
         if n.op == "batchnorm":
             x = xs[0].astype(np.float64)
             c = x.shape[1]
@@ -153,5 +144,7 @@ def calibrate_batchnorm(g: Graph, seed: int = 0) -> Graph:
                     raise ValueError("batch norm statistics must be weights to calibrate")
                 src.data = v.astype(np.float32)
                 xs[k] = src.data
-        vals[n.id] = get_op(n.op).run_ref(n.a, xs)
+        return run_node(n, xs)
+
+    g.values(g.nodes, g.random_inputs(seed), calibrated)
     return g

@@ -46,11 +46,6 @@ def array_dtype(x: np.ndarray) -> str:
     return "string" if x.dtype == object or x.dtype.kind in "US" else str(x.dtype)
 
 
-def first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0] if s else type(e).__name__
-
-
 def signature(g: onnx.GraphProto) -> list[tuple[str, Any]]:
     """What a graph takes (names and full types) and gives (names, element types)."""
     return ([(v.name, v.type.SerializeToString()) for v in g.input]

@@ -13,6 +13,7 @@ import onnx.defs
 import onnx.version_converter
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
+from ..cli import first_line
 from ..errors import ModelError
 from ..files import atomic_path
 from ..ir import Graph
@@ -23,7 +24,6 @@ from .common import (
     MIN_OPSET,
     all_names,
     elem_type,
-    first_line,
     make_model,
     signature,
 )

@@ -1,5 +1,8 @@
-"""Running opaque nodes: the ONNX node an `opaque` node stands for, as a
-one-node model in onnxruntime."""
+"""Opaque nodes: the operator for ONNX nodes the library does not know, and
+running one as a one-node model in onnxruntime.
+
+The operator is registered when `taso.onnx_io` is imported, which is the only
+way a graph comes to hold one (`load_onnx`)."""
 
 from __future__ import annotations
 
@@ -10,23 +13,55 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, helper, numpy_helper
 
-from ..ir import Node
-from ..ops.base import Shape
+from .. import runtime
+from ..ops.base import Op, Shape, register
 from .common import DEFAULT_OPSET, array_dtype, elem_type, make_model
+
+# Opaque operators whose value is not a function of their inputs: never
+# evaluated before the model runs.
+RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+              "Bernoulli", "Multinomial"}
+
+
+@register
+class Opaque(Op):
+    """An ONNX operator the library does not know: kept with its attributes and
+    output shapes, evaluated by onnxruntime, matched by no rule.
+
+    attrs: onnx_type, domain, onnx_attrs (the serialized AttributeProtos, as
+    bytes), out_shapes and out_dtypes (dtype "" marks an omitted optional output),
+    opset (of its domain at import: an operator's meaning depends on it), absent
+    (ONNX input positions left empty) and outer (names its subgraphs read from the
+    enclosing scope, fed by the last len(outer) inputs)."""
+
+    name = "opaque"
+    inputs = ("*xs",)
+    attrs = {"onnx_type": None, "domain": "", "onnx_attrs": (), "out_shapes": None,
+             "out_dtypes": None, "opset": 0, "absent": (), "outer": ()}
+
+    def check_arity(self, n):
+        pass  # any number of inputs, including none
+
+    def num_outputs(self, a):
+        return len(a["out_shapes"])
+
+    def shape(self, a, *xs):
+        return list(a["out_shapes"])
+
+    def ref(self, a, *xs):
+        # Exported by taso.onnx_io.export.emit_opaque, which also needs the input dtypes.
+        return run_attrs(a, xs)
+
+    @staticmethod
+    def pure(a: Mapping[str, Any]) -> bool:
+        """Whether the node's value is a function of its inputs (it draws no
+        random values), so that it may be evaluated before the model runs."""
+        return a["onnx_type"] not in RANDOM_OPS
+
 
 # One session per distinct node and input types, the oldest dropped first.
 _SESSIONS: dict[tuple, Any] = {}
 _MAX_SESSIONS = 512
-
-
-def session_options():
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 4  # failures are exceptions; the log only repeats them
-    return so
 
 
 def node_model(a: Mapping[str, Any], in_types: Sequence[tuple[Shape, str]]) -> onnx.ModelProto:
@@ -56,7 +91,7 @@ def run_attrs(a: Mapping[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray
     try:
         sess = _SESSIONS.get(key)
         if sess is None:
-            sess = _session(node_model(a, in_types))
+            sess = runtime.session(node_model(a, in_types))
             if len(_SESSIONS) >= _MAX_SESSIONS:
                 _SESSIONS.pop(next(iter(_SESSIONS)))
             _SESSIONS[key] = sess
@@ -68,19 +103,7 @@ def run_attrs(a: Mapping[str, Any], xs: Sequence[np.ndarray]) -> list[np.ndarray
         m.graph.initializer.extend(numpy_helper.from_array(x, v.name)
                                    for x, v in zip(xs, m.graph.input))
         del m.graph.input[:]
-        vals = _session(m).run(None, {})
+        vals = runtime.session(m).run(None, {})
     it = iter(vals)
     return [np.zeros((), np.float32) if dt == "" else np.asarray(next(it))
             for dt in a["out_dtypes"]]
-
-
-def _session(m: onnx.ModelProto):
-    import onnxruntime as ort
-
-    return ort.InferenceSession(m.SerializeToString(), session_options(),
-                                providers=["CPUExecutionProvider"])
-
-
-def run_opaque(node: Node, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Evaluate an opaque node on concrete inputs (onnxruntime, session cached)."""
-    return run_attrs(node.a, xs)

@@ -37,7 +37,7 @@ class Conv2dBias(Op):
 
     @property
     def _conv(self) -> Conv2d:
-        from . import OPS
+        from .base import OPS
         return OPS["conv2d"]
 
     def resolve(self, a, shapes):

@@ -2,7 +2,9 @@
 
 After the search a graph may compute things from weights alone (a concatenated
 or enlarged kernel, a batch-norm-scaled kernel); those run once, here, with the
-float32 numpy reference, and become weight nodes carrying the result.
+float32 numpy reference, and become weight nodes carrying the result. (The
+operators such rules produce, conv2d_bias, bn_kernel and the like, are defined
+in `taso.ops.fold`.)
 """
 
 from __future__ import annotations
@@ -10,9 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from taso.ir import Graph, Node
-from taso.ops import get_op
-
-from .cost import constant_nodes
 
 
 def fold_weights(graph: Graph) -> Graph:
@@ -20,25 +19,20 @@ def fold_weights(graph: Graph) -> Graph:
     a graph output reads is a weight node with its value; constants nothing
     else needs are dropped. Graph inputs are kept in order."""
     g = graph.pruned()
-    const = constant_nodes(g)
+    const = g.constant_nodes()
     needed = {p for n in g.topo_order() if n.id not in const
               for p, _ in n.inputs if p in const}
     needed |= {p for p, _ in g.outputs if p in const}
-    values: dict[int, list[np.ndarray]] = {}
+    values = g.values(p for p in needed if g.nodes[p].op != "weight")
     out = Graph()
     remap: dict[tuple[int, int], tuple[int, int]] = {}
     for n in g.topo_order():
-        if n.id in const and n.op != "weight":
-            values[n.id] = get_op(n.op).run_ref(n.a, [_value(g, values, r) for r in n.inputs])
-            if n.id in needed:
+        if n.id in const and (n.op != "weight" or n.id not in needed):
+            if n.op != "weight" and n.id in needed:
                 for i, v in enumerate(values[n.id]):
                     name = f"{n.name or n.op}_folded{n.id}" + (f"_{i}" if i else "")
                     t = out.new_weight(n.shapes[i], data=_as_dtype(v, n.dtypes[i]), name=name)
                     remap[(n.id, i)] = t.ref
-            continue
-        if n.op == "weight":
-            values[n.id] = [n.data]
-        if n.id in const and n.op == "weight" and n.id not in needed:
             continue
         t = _copy(out, n, [out.tensor(remap[r]) for r in n.inputs])
         for i in range(len(n.shapes)):
@@ -46,10 +40,6 @@ def fold_weights(graph: Graph) -> Graph:
     for ref, name in zip(g.outputs, g.output_names):
         out.mark_output(out.tensor(remap[ref]), name)
     return out
-
-
-def _value(g: Graph, values: dict, ref: tuple[int, int]) -> np.ndarray:
-    return values[ref[0]][ref[1]]
 
 
 def _as_dtype(v: np.ndarray, dtype: str) -> np.ndarray:
