@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from taso.rules_db import SHIPPED, Rule, RuleSet, load
+from taso.rules_db.pattern import RuleError, checked
 from taso.verifier.refute import replay
 from taso.verifier.run import verify_rules
 
@@ -117,6 +118,14 @@ def mutants(r: dict) -> Iterator[tuple[str, str, dict]]:
         yield out("output", "the two mapped targets swapped", new)
 
 
+def _well_formed(m: dict) -> bool:
+    try:
+        checked(Rule.from_json(m))
+    except RuleError:
+        return False
+    return True
+
+
 def candidates() -> list[dict]:
     """Mutants of the sources' proved rules: for every operator, up to
     PER_OP mutants of rules that use it (of as many kinds as there are), then up
@@ -127,7 +136,8 @@ def candidates() -> list[dict]:
         step = max(1, len(rules) // 400)  # the generated set: a spread of 400
         for r in rules[::step] if name == "generated.json" else rules:
             for kind, _, m in mutants(r.to_json()):
-                by_kind.setdefault(kind, []).append(m)
+                if _well_formed(m):  # e.g. an operator swapped for one without its attributes
+                    by_kind.setdefault(kind, []).append(m)
     chosen: dict[str, dict] = {}
     ops = sorted({n["op"] for ms in by_kind.values() for m in ms for n in m["src"] + m["dst"]})
     for op in ops:

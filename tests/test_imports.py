@@ -7,6 +7,7 @@ from `taso` itself."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 from pathlib import Path
 
@@ -15,14 +16,28 @@ import taso
 ROOT = Path(taso.__file__).parent
 
 
+def _folders(root: Path) -> list[tuple[Path, list[str]]]:
+    """(folder, its module-name prefix) for the package at `root` and, where it
+    is taso's, the subpackages an editable install maps from the checkout's top
+    level (pyproject's wheel.packages) rather than from inside `root`."""
+    out = [(root, [root.name])]
+    if root == ROOT:
+        for sub in ("generator", "optimizer", "rules_db", "verifier"):
+            where = Path(importlib.util.find_spec(f"taso.{sub}").origin).parent
+            if root not in where.parents:
+                out.append((where, ["taso", sub]))
+    return out
+
+
 def modules(root: Path = ROOT) -> dict[str, tuple[Path, bool]]:
     """Module name -> (file, whether it is a package's __init__)."""
     out = {}
-    files = [Path(d) / f for d, _, fs in os.walk(root, followlinks=True) for f in fs]
-    for f in sorted(f for f in files if f.suffix == ".py"):
-        parts = list(f.relative_to(root.parent).with_suffix("").parts)
-        package = parts[-1] == "__init__"
-        out[".".join(parts[:-1] if package else parts)] = (f, package)
+    for folder, prefix in _folders(root):
+        files = [Path(d) / f for d, _, fs in os.walk(folder, followlinks=True) for f in fs]
+        for f in sorted(f for f in files if f.suffix == ".py"):
+            parts = prefix + list(f.relative_to(folder).with_suffix("").parts)
+            package = parts[-1] == "__init__"
+            out[".".join(parts[:-1] if package else parts)] = (f, package)
     return out
 
 
