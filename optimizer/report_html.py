@@ -21,9 +21,9 @@ from typing import Any
 from taso.rules_db import Rule
 
 from taso.ir import Graph
+from taso.svg import bar_chart, graph_svg, line_chart, pattern_svgs
 
 from .cost import CostModel
-from .svg import bar_chart, graph_svg, line_chart
 from .trace import Trace, rename
 
 STYLE = """
@@ -50,6 +50,10 @@ STOPPED = {"saturated": "saturated: every graph the rules reach was expanded",
            "budget": "at the budget (--budget)", "time_limit": "at the time limit (--time-limit)"}
 WHY = {"below --min-gain": "The predicted gain was at most --min-gain (the cost model cannot "
                            "tell a smaller gain from its own spread): the result was not kept.",
+       "not cheaper priced as a whole": "The search core ranks graphs by the sum of their "
+                                        "node costs; priced as the device runs them (fused "
+                                        "chains as one program, constants read), the result "
+                                        "was no cheaper: not kept.",
        "measured slower as a whole model": "The optimized whole model did not measure faster "
                                            "than the original by the cost model's "
                                            "measured_gain: the original was kept.",
@@ -57,7 +61,6 @@ WHY = {"below --min-gain": "The predicted gain was at most --min-gain (the cost 
                        "rules below were left out and the model searched again."}
 # Sections, in order, by id: the browser test checks each is there.
 SECTIONS = ("summary", "rewrites", "refused", "operators", "progress")
-MAX_PATTERN_LABEL = 42
 
 
 def e(x: Any) -> str:
@@ -168,7 +171,7 @@ def rewrites(report: Any, trace: Trace, by_id: dict[str, Rule]) -> str:
                        f"rewrite {drawn[s.rule]}</a></div>")
         elif rule is not None:
             drawn[s.rule] = k
-            src, dst = pattern_drawing(rule)
+            src, dst = pattern_svgs(rule)
             out.append(f"<div class='pair'><div><div class='cap'>rule source</div>{src}</div>"
                        f"<div><div class='cap'>rule target</div>{dst}</div></div>")
         out.append(f"<div class='pair'><div><div class='cap'>the model before</div>"
@@ -196,16 +199,6 @@ def vouch(rule: Rule | None) -> str:
     return f"<div class='note'>{'; '.join(bits)}</div>"
 
 
-def pattern_value(v: Any) -> str:
-    """A pattern attribute as math: a dim reference as x.shape[k], tuples bare."""
-    if isinstance(v, dict) and "dim" in v:
-        (ref, axis) = v["dim"]
-        return f"{ref if isinstance(ref, str) else 't' + str(ref[0])}.shape[{axis}]"
-    if isinstance(v, (list, tuple)):
-        return "(" + ", ".join(pattern_value(u) for u in v) + ")"
-    return str(v)
-
-
 def region_svg(reg: dict[str, Any], focus_role: str) -> str:
     outs = set(reg.get("outputs", ()))
     nodes = []
@@ -219,38 +212,6 @@ def region_svg(reg: dict[str, Any], focus_role: str) -> str:
                       "role": focus_role if n["role"] == "focus" else n["role"],
                       "tip": f"{n['op']}({n['attrs']})" if n["attrs"] else n["op"]})
     return graph_svg(nodes, reg["edges"])
-
-
-def pattern_drawing(rule: Rule) -> tuple[str, str]:
-    """The rule's source and target sides as small graphs over its variables."""
-    def side(pnodes: list, mapped: set) -> str:
-        nodes, edges, used = [], [], []
-        for i, pn in enumerate(pnodes):
-            for r in pn.inputs:
-                if isinstance(r, str):
-                    if r not in used:
-                        used.append(r)
-                    edges.append((("v", r), ("n", i), ""))
-                else:
-                    edges.append((("n", r[0]), ("n", i), f"output {r[1]}" if r[1] else ""))
-        for v in used:
-            c = rule.vars.get(v, {})
-            extra = ", ".join(f"{k} {c[k]}" for k in ("rank",) if k in c)
-            if c.get("weight"):
-                extra = (extra + ", weight").lstrip(", ")
-            nodes.append({"key": ("v", v), "lines": [v, extra], "role": "source",
-                          "output": v in mapped})
-        for i, pn in enumerate(pnodes):
-            attrs = ", ".join(f"{k}={pattern_value(v)}" for k, v in pn.attrs.items())
-            nodes.append({"key": ("n", i), "lines": [pn.op, attrs], "role": "context",
-                          "output": ("n", i) in mapped, "tip": f"{pn.op}({attrs})"})
-        return graph_svg(nodes, edges, max_label=MAX_PATTERN_LABEL)
-
-    def refs(which: int) -> set:
-        return {r if isinstance(r, str) else ("n", r[0])
-                for r in (o[which] for o in rule.outputs)}
-
-    return side(rule.src, refs(0)), side(rule.dst, refs(1))
 
 
 # ---- refusals ----------------------------------------------------------------------
@@ -318,7 +279,8 @@ def operators(report: Any, graph: Graph, model: CostModel) -> str:
         else "predicted by the cost model"
     out.append(f"<p class='note'>Node costs ({e(kind)}), summed per operator, before and after "
                f"the rewrites.</p>")
-    out.append(bar_chart(labels, [("before", [before[k] for k in labels]),
+    out.append(bar_chart(labels, [("before", [before[k] if k in before else None
+                                              for k in labels]),
                                   ("after", [after[k] if k in after else None
                                              for k in labels])],
                          title="cost per operator"))

@@ -266,7 +266,7 @@ class Runner:
                     best = found
                     applied.update(engine.rules[i].id for i in res["applied"])
                 elif self.trace is not None and key not in traced:
-                    self.trace.refuse("below --min-gain", f"piece {k + 1}",
+                    self.trace.refuse(refusal(piece.start, value), f"piece {k + 1}",
                                       Counter(engine.rules[i].id for i in res["applied"]),
                                       round_, before=piece.start, after=value,
                                       min_gain=lim.min_gain)
@@ -333,7 +333,7 @@ class Runner:
                             "rules": dict(applied), "min_gain": self.limits.min_gain}
             if applied and not kept:
                 trace.steps = [s for s in trace.steps if s.where != JOINED]
-                trace.refuse("below --min-gain", JOINED, applied, round_,
+                trace.refuse(refusal(objective.start, after), JOINED, applied, round_,
                              before=objective.start, after=after, min_gain=self.limits.min_gain)
         if kept:
             log.info("rewrites of the joined graph: %s, objective %.3f -> %.3f", dict(applied),
@@ -393,6 +393,11 @@ class Runner:
                   "seconds": time.perf_counter() - start, "rules": dict(sorted(applied.items()))}
         return PassReport("timing", round_, kept, dict(applied) if kept else {},
                           detail["seconds"], stop_reason="timed", detail=detail), original
+
+
+def refusal(before: float, after: float) -> str:
+    """Why a pass's result was not kept, as the report groups it."""
+    return "below --min-gain" if after < before else "not cheaper priced as a whole"
 
 
 def descend(graph: Graph, engine: Engine, objective: Objective, max_steps: int = 4096,

@@ -1,6 +1,7 @@
-"""Small inline SVG drawings for the HTML reports: a layered graph drawing,
-a grouped bar chart and a line chart. No graphviz and no scripts: the report
-must open offline, in any browser, from one file.
+"""Small inline SVG drawings for the HTML reports (taso-opt and taso-verify):
+a layered graph drawing, rule patterns, a bar chart and a line chart. No
+graphviz and no scripts: a report must open offline, in any browser, from
+one file.
 
 The graph layout is the usual layered one, kept small (the report draws
 matched regions and rule patterns, tens of nodes): a node's layer is its
@@ -23,6 +24,8 @@ CHAR_W = 6.6   # px per character at 11px, a wide estimate: boxes never clip
 LINE_H = 14
 LAYER_GAP = 46
 NODE_GAP = 18
+
+MAX_PATTERN_LABEL = 42
 
 # role -> (fill, stroke): the focus of a region drawn before (matched) and
 # after (built) a rewrite, neighbours, graph inputs and weights.
@@ -228,3 +231,48 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
                    f"... {len(series) - 12} more</text>")
     out.append("</svg>")
     return "".join(out)
+
+
+# ---- rule patterns -------------------------------------------------------------
+def pattern_svgs(rule: Any) -> tuple[str, str]:
+    """A rule's (rules_db.Rule) source and target sides drawn as small graphs
+    over its variables; mapped outputs with thick borders."""
+    def side(pnodes: list, mapped: set) -> str:
+        nodes, edges, used = [], [], []
+        for i, pn in enumerate(pnodes):
+            for r in pn.inputs:
+                if isinstance(r, str):
+                    if r not in used:
+                        used.append(r)
+                    edges.append((("v", r), ("n", i), ""))
+                else:
+                    edges.append((("n", r[0]), ("n", i), f"output {r[1]}" if r[1] else ""))
+        for v in used:
+            c = rule.vars.get(v, {})
+            extra = ", ".join(f"{k} {c[k]}" for k in ("rank",) if k in c)
+            if c.get("weight"):
+                extra = (extra + ", weight").lstrip(", ")
+            nodes.append({"key": ("v", v), "lines": [v, extra], "role": "source",
+                          "output": v in mapped})
+        for i, pn in enumerate(pnodes):
+            attrs = ", ".join(f"{k}={pattern_value(v)}" for k, v in pn.attrs.items())
+            nodes.append({"key": ("n", i), "lines": [pn.op, attrs], "role": "context",
+                          "output": ("n", i) in mapped, "tip": f"{pn.op}({attrs})"})
+        return graph_svg(nodes, edges, max_label=MAX_PATTERN_LABEL)
+
+    def refs(which: int) -> set:
+        return {r if isinstance(r, str) else ("n", r[0])
+                for r in (o[which] for o in rule.outputs)}
+
+    return side(rule.src, refs(0)), side(rule.dst, refs(1))
+
+
+def pattern_value(v: Any) -> str:
+    """A pattern attribute as math: a dim reference as x.shape[k], tuples bare."""
+    if isinstance(v, dict) and "dim" in v:
+        (ref, axis) = v["dim"]
+        return f"{ref if isinstance(ref, str) else 't' + str(ref[0])}.shape[{axis}]"
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(pattern_value(u) for u in v) + ")"
+    return str(v)
+
