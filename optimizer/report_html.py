@@ -236,6 +236,10 @@ def refused(trace: Trace) -> str:
 
 
 def numbers(r: dict[str, Any]) -> str:
+    return e(numbers_text(r))
+
+
+def numbers_text(r: dict[str, Any]) -> str:
     if "original_ms" in r:
         spread = r.get("spread_ms") or [None, None]
         noise = " ".join(f"(sessions {s:.3f} ms apart)" if s is not None else ""
@@ -247,7 +251,7 @@ def numbers(r: dict[str, Any]) -> str:
         gain = (1 - r["after"] / r["before"]) * 100 if r["before"] else 0.0
         return (f"cost {r['before']:.4f} → {r['after']:.4f} ms (gain {gain:.2f}%, needed "
                 f"> {r['min_gain'] * 100:.1f}%)")
-    return e(r.get("error", ""))
+    return str(r.get("error", ""))
 
 
 # ---- operators -----------------------------------------------------------------------
