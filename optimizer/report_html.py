@@ -312,10 +312,10 @@ def progress(trace: Trace) -> str:
                [(x, 100 * y / p.initial if p.initial else 100) for x, y in p.progress])
               for p in pieces]
     out.append("<p class='note'>Best cost found, as a percentage of the piece's starting "
-               "cost, against the graphs the search expanded (one line per distinct piece; "
-               "the legend lists those that gained most).</p>")
+               "cost, against the graphs the search expanded (log scale; one line per "
+               "distinct piece; the legend lists those that gained most).</p>")
     out.append(line_chart(series, "graphs expanded", "best cost, % of start",
-                          "best cost over graphs explored"))
+                          "best cost over graphs explored", log_x=True))
     out.append("<table><tr><th>piece</th><th>copies</th><th>operators</th><th>cost start → "
                "best</th><th>expanded</th><th>distinct</th><th>stop</th><th>seconds</th>"
                "<th>kept</th><th>rules on the path</th></tr>")

@@ -347,7 +347,7 @@ class Runner:
     def _trace_joined(self, engine: Engine, ri: int, parent: Any, key: int,
                       joined: Graph) -> None:
         assert self.trace is not None
-        if self.trace.full(JOINED):
+        if not self.trace.wants(JOINED, engine.rules[ri].id):
             self.trace.untraced += 1
             return
         found = engine.core.rewrite_at(parent, key)

@@ -80,15 +80,15 @@ class Trace:
         """The rewrites `keys` (a search's path_keys) replayed from core graph
         `start` (which is `original`), each recorded as a Step."""
         cg = start
-        for n, key in enumerate(keys):
-            if self.full(where):
-                self.untraced += len(keys) - n
-                return
+        for key in keys:
             found = engine.core.rewrite_at(cg, key)
             if found is None:  # cannot happen: the search built it the same way
                 return
             ri, matched, targets, child = found
-            self.add_step(engine, ri, cg, matched, child, targets, original, where, copies)
+            if self.wants(where, engine.rules[ri].id):
+                self.add_step(engine, ri, cg, matched, child, targets, original, where, copies)
+            else:
+                self.untraced += 1
             cg = child
 
     def add_step(self, engine: Any, ri: int, parent: Any, matched: list[int], child: Any,
@@ -99,10 +99,13 @@ class Trace:
             region(engine, child, [t for t in targets if t >= 0], original),
             parent.cost, child.cost, copies))
 
-    def full(self, where: str) -> bool:
-        """Whether the pass that rewrites at `where` has MAX_STEPS steps traced."""
+    def wants(self, where: str, rule: str) -> bool:
+        """Whether to draw a rewrite by `rule` at `where`: while its pass has
+        fewer than MAX_STEPS drawn, and always the first of each rule (a rule
+        that fires once, late in a large model, is still shown)."""
         joined = where == JOINED
-        return sum((s.where == JOINED) == joined for s in self.steps) >= MAX_STEPS
+        drawn = sum((s.where == JOINED) == joined for s in self.steps)
+        return drawn < MAX_STEPS or all(s.rule != rule for s in self.steps)
 
 
 def core_ids(engine: Any, cg: Any, original: Graph) -> list[int | None]:

@@ -13,6 +13,7 @@ shape as the label.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -178,8 +179,10 @@ def bar_chart(labels: Sequence[str], series: Sequence[tuple[str, Sequence[float 
 
 
 def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
-               x_label: str = "", y_label: str = "", title: str = "") -> str:
-    """Lines of (x, y) points, one per series, on shared axes from 0."""
+               x_label: str = "", y_label: str = "", title: str = "",
+               log_x: bool = False) -> str:
+    """Lines of (x, y) points, one per series, on shared axes, x from 0 (on a
+    log(1 + x) scale with `log_x`: one long search would squash the rest)."""
     pts = [p for _, ps in series for p in ps]
     if not pts:
         return ""
@@ -192,7 +195,8 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
     ymin -= (ymax - ymin) * 0.05
 
     def sx(x: float) -> float:
-        return left + (w - left - right) * x / xmax
+        frac = math.log1p(x) / math.log1p(xmax) if log_x else x / xmax
+        return left + (w - left - right) * frac
 
     def sy(y: float) -> float:
         return top + (h - top - bottom) * (1 - (y - ymin) / (ymax - ymin))
@@ -208,7 +212,9 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
         yv = ymin + (ymax - ymin) * frac
         out.append(f"<text x='{left - 4}' y='{sy(yv) + 3:.1f}' text-anchor='end' {FONT} "
                    f"font-size='9'>{yv:.3g}</text>")
-        xv = xmax * frac
+    ticks = [0.0, *(10.0 ** k for k in range(int(math.log10(xmax)) + 1))] if log_x and \
+        xmax >= 1 else [0.0, xmax / 2, xmax]
+    for xv in ticks:
         out.append(f"<text x='{sx(xv):.1f}' y='{h - bottom + 12}' text-anchor='middle' {FONT} "
                    f"font-size='9'>{xv:.0f}</text>")
     out.append(f"<text x='{(left + w - right) / 2:.0f}' y='{h - 6}' text-anchor='middle' {FONT} "
