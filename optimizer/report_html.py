@@ -138,8 +138,9 @@ def summary(report: Any, trace: Trace, model: CostModel) -> str:
 
 # ---- rewrites ----------------------------------------------------------------------
 def rewrites(report: Any, trace: Trace, by_id: dict[str, Rule]) -> str:
-    out = ["<section id='rewrites'><h2>Rewrites applied</h2>"]
     reverted = [r for r in trace.refusals if r["reason"] == "measured slower as a whole model"]
+    title = "Rewrites the search chose, reverted" if reverted else "Rewrites applied"
+    out = [f"<section id='rewrites'><h2>{title}</h2>"]
     if reverted:
         r = reverted[0]
         out.append(f"<p class='warn'>The rewrites below were chosen by the search, but the "
@@ -154,8 +155,9 @@ def rewrites(report: Any, trace: Trace, by_id: dict[str, Rule]) -> str:
     out.append(f"<p class='note'>{len(trace.steps)} rewrites drawn ({total} counting identical "
                f"pieces){'; ' + str(trace.untraced) + ' more not drawn' if trace.untraced else ''}"
                f". Matched nodes are orange, the nodes the rewrite built green, neighbours "
-               f"grey; thick borders are tensors the rest of the graph reads; edges carry "
-               f"shapes. Hover a node for its attributes.</p>")
+               f"grey, inputs and weights dashed; each node shows its output shape; thick "
+               f"borders are tensors the rest of the graph reads. Hover a node for its "
+               f"attributes.</p>")
     drawn: dict[str, int] = {}
     for k, s in enumerate(trace.steps, 1):
         n = copies.get(s.where, 1)
