@@ -2,7 +2,7 @@
 
     taso-opt (IN.onnx | --example MODEL) -o OUT.onnx [--budget N] [--alpha A] [--rules FILE ...]
              [--unverified] [--cost-model analytic|ort|cupy] [--input-shape NAME=DIMS]
-             [--no-partition] [--json]
+             [--no-partition] [--json] [--report REPORT.html]
 
 The optimized model is written only after onnxruntime has run it and the
 original on the same random inputs and found them equal within the stated
@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(static shapes) instead of keeping them symbolic")
     p.add_argument("--seed", type=int, default=0, help="seed of the check's random inputs")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--report", default=None, metavar="REPORT.html",
+                   help="also write one self-contained HTML page on the search: each "
+                        "rewrite where it fired (the graph before and after), what was "
+                        "refused and why, cost per operator, the search's progress")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     return p
 
@@ -96,6 +100,10 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     check_output(parser, args.output)
+    if args.report is not None:
+        check_output(parser, args.report, "--report")
+        if os.path.abspath(args.report) == os.path.abspath(args.output):
+            parser.error("--report is the --output model; write the report elsewhere")
     out = Path(args.output)
     if args.input and out.exists() and os.path.exists(args.input) \
             and os.path.samefile(args.input, out):
@@ -185,11 +193,13 @@ def _optimize(args: argparse.Namespace, run: Run) -> int:
                             unverified=args.unverified, time_limit=args.time_limit,
                             min_gain=args.min_gain, timing=not args.no_timing,
                             progress=None if args.quiet else progress,
-                            check=True, check_seed=args.seed, reference=original)
+                            check=True, check_seed=args.seed, reference=original,
+                            report=args.report,
+                            report_name=args.example or Path(args.input).name)
     except CheckError as e:
         return run.fail(f"{first_line(e)}; nothing written", 1)
-    except (OSError, ModelError, ValueError) as e:  # a bad rule file, an unreadable cache
-        return run.fail(first_line(e))
+    except (OSError, ModelError, ValueError) as e:  # a bad rule file, an unreadable cache,
+        return run.fail(first_line(e))              # a report that cannot be written
     if run.line:
         run.line.end()
     for note in report.extra.get("notes", ()):
@@ -203,6 +213,9 @@ def _optimize(args: argparse.Namespace, run: Run) -> int:
     else:
         print(summary_text(report))
         print(f"wrote {args.output}")
+        if args.report:
+            print(f"wrote {args.report} (the report, in "
+                  f"{report.extra.get('report_seconds', 0.0):.2f} s)")
     return 0
 
 

@@ -43,6 +43,7 @@ from .cost import CostModel
 from .engine import Engine
 from .fold_weights import fold_weights
 from .partition import Piece, join, piece_key, shared_weights, split_graph
+from .trace import JOINED, PieceTrace, Trace
 
 log = logging.getLogger("taso.optimizer")
 
@@ -146,12 +147,14 @@ class Objective:
 class Runner:
     """Runs the passes over a graph within `limits`. `progress(piece, pieces,
     expanded, best)` is called while searching; piece == pieces is the joined
-    pass, with `expanded` the rewrites it has applied."""
+    pass, with `expanded` the rewrites it has applied. `trace`, where given,
+    records what each pass did for the HTML report (trace.py)."""
 
     def __init__(self, rules: list[Rule], model: CostModel, limits: Limits = Limits(),
                  partition: bool = True, fold: bool = True, timing: bool = True,
-                 progress: Callable[[int, int, int, float], None] | None = None):
-        self.rules, self.model, self.limits = rules, model, limits
+                 progress: Callable[[int, int, int, float], None] | None = None,
+                 trace: Trace | None = None):
+        self.rules, self.model, self.limits, self.trace = rules, model, limits, trace
         self.partition, self.fold, self.timing, self.progress = partition, fold, timing, progress
         fused = bool(getattr(model, "fuses", False))
         wanted = {"across_pieces", *(("fused_gain",) if fused else ())}
@@ -168,6 +171,8 @@ class Runner:
         settle = getattr(self.model, "settle", None)
         while True:
             rounds += 1
+            if self.trace is not None:
+                self.trace.start_round(rounds)
             # Engines memoize costs: a round on settled timings needs new ones.
             engine = Engine(self.rules, self.model)
             out, applied, found = self.search_pass(graph, pieces, engine, rounds)
@@ -228,13 +233,17 @@ class Runner:
         expanded = generated = 0
         core_seconds = 0.0
         optimized = []
+        traced: dict[tuple, PieceTrace] = {}
         for k, pg in enumerate(graphs):
             key = (piece_key(pg), pinned[k])
             cg = engine.to_core(pg, pinned[k])
+            if key in traced:
+                traced[key].copies += 1
             if key not in results:
+                points: list[tuple[int, float]] = [(0, cg.cost)]
                 res = results[key] = engine.core.search(
                     cg, budget=lim.budget, alpha=lim.alpha, max_ops_factor=lim.max_ops_factor,
-                    time_limit=lim.time_limit, **self._core_progress(k, len(graphs), cg))
+                    time_limit=lim.time_limit, **self._core_progress(k, len(graphs), cg, points))
                 expanded += res["expanded"]
                 generated += res["generated"]
                 core_seconds += res["seconds"]
@@ -252,9 +261,17 @@ class Runner:
                 # shared weights pinned.
                 found = engine.from_core(res["best"], pg)
                 piece = Objective.at(self.model, engine.core.byte_cost, cg, pg)
-                if piece.keeps(piece(res["best"], found), lim.min_gain):
+                value = piece(res["best"], found)
+                if piece.keeps(value, lim.min_gain):
                     best = found
                     applied.update(engine.rules[i].id for i in res["applied"])
+                elif self.trace is not None and key not in traced:
+                    self.trace.refuse(refusal(piece.start, value), f"piece {k + 1}",
+                                      Counter(engine.rules[i].id for i in res["applied"]),
+                                      round_, before=piece.start, after=value,
+                                      min_gain=lim.min_gain)
+            if self.trace is not None and key not in traced:
+                traced[key] = self._trace_piece(engine, k, cg, pg, res, points, best is not pg)
             optimized.append(best)
         out = join(g, pieces, optimized) if pieces else optimized[0]
         stop = max(stops, key=STOPS.index) if stops else "saturated"
@@ -264,15 +281,35 @@ class Runner:
             detail={"stops": dict(stops), "pieces": len(graphs), "distinct_pieces": len(results),
                     "expanded": expanded, "generated": generated, "core_seconds": core_seconds})
 
-    def _core_progress(self, k: int, n: int, cg: Any) -> dict[str, Any]:
-        progress = self.progress
-        if progress is None:
+    def _core_progress(self, k: int, n: int, cg: Any,
+                       points: list[tuple[int, float]]) -> dict[str, Any]:
+        progress, trace = self.progress, self.trace
+        if progress is None and trace is None:
             return {}
-        progress(k, n, 0, cg.cost)
+        if progress is not None:
+            progress(k, n, 0, cg.cost)
 
         def cb(expanded: int, best: float, queued: int) -> None:  # from inside the core
-            progress(k, n, expanded, best)
-        return {"progress": cb, "progress_every": 50}
+            if trace is not None:
+                points.append((expanded, best))
+            if progress is not None and expanded % 50 < every:
+                progress(k, n, expanded, best)
+        # The report draws the best cost against graphs expanded: about 100 points.
+        every = 50 if trace is None else max(1, min(50, self.limits.budget // 100))
+        return {"progress": cb, "progress_every": every}
+
+    def _trace_piece(self, engine: Engine, k: int, cg: Any, pg: Graph, res: dict,
+                     points: list[tuple[int, float]], kept: bool) -> PieceTrace:
+        """The trace's record of piece k's search, its path retraced where kept."""
+        assert self.trace is not None
+        points.append((res["expanded"], res["best"].cost))
+        rules = dict(Counter(engine.rules[i].id for i in res["applied"]))
+        if kept:
+            self.trace.retrace(engine, cg, list(res["path_keys"]), pg, f"piece {k + 1}")
+        t = PieceTrace(k, 1, cg.num_ops, res["initial_cost"], res["best"].cost, res["expanded"],
+                       res["generated"], res["stop_reason"], res["seconds"], points, kept, rules)
+        self.trace.pieces.append(t)
+        return t
 
     # ---- the joined pass -----------------------------------------------------------
     def joined_pass(self, joined: Graph, objective: Objective, round_: int = 1,
@@ -285,9 +322,19 @@ class Runner:
         engine = Engine(self.joined_rules, self.model)
         step = None if self.progress is None else (
             lambda n, c: self.progress(pieces, pieces, n, c))  # type: ignore[misc]
+        trace = self.trace
+        on_step = None if trace is None else (
+            lambda ri, parent, key, c0, c1: self._trace_joined(engine, ri, parent, key, joined))
         out, applied, before, after, stop = descend(joined, engine, objective,
-                                                    self.limits.joined_steps, step)
+                                                    self.limits.joined_steps, step, on_step)
         kept = bool(applied) and objective.keeps(after, self.limits.min_gain)
+        if trace is not None:
+            trace.joined = {"before": before, "after": after, "kept": kept, "stop": stop,
+                            "rules": dict(applied), "min_gain": self.limits.min_gain}
+            if applied and not kept:
+                trace.steps = [s for s in trace.steps if s.where != JOINED]
+                trace.refuse(refusal(objective.start, after), JOINED, applied, round_,
+                             before=objective.start, after=after, min_gain=self.limits.min_gain)
         if kept:
             log.info("rewrites of the joined graph: %s, objective %.3f -> %.3f", dict(applied),
                      before, after)
@@ -296,6 +343,17 @@ class Runner:
         return out, applied, PassReport("joined", round_, kept, dict(applied),
                                          time.perf_counter() - start, before, after, stop,
                                          {"rules": len(self.joined_rules)})
+
+    def _trace_joined(self, engine: Engine, ri: int, parent: Any, key: int,
+                      joined: Graph) -> None:
+        assert self.trace is not None
+        if not self.trace.wants(JOINED, engine.rules[ri].id):
+            self.trace.untraced += 1
+            return
+        found = engine.core.rewrite_at(parent, key)
+        if found is not None:
+            _, matched, targets, child = found
+            self.trace.add_step(engine, ri, parent, matched, child, targets, joined, JOINED)
 
     # ---- the timing pass -----------------------------------------------------------
     def timing_pass(self, original: Graph, out: Graph, applied: Counter[str],
@@ -322,21 +380,35 @@ class Runner:
             log.debug("the whole-model timing failed", exc_info=True)
             return None
         kept = after_ms < (1 - self.model.measured_gain) * before_ms
+        if not kept and self.trace is not None:
+            self.trace.refuse("measured slower as a whole model", "whole model", applied,
+                              original_ms=before_ms, optimized_ms=after_ms,
+                              measured_gain=self.model.measured_gain,
+                              spread_ms=getattr(self.model, "last_spread", None))
         if not kept:
             log.info("kept the original: it measured %.3f ms, the optimized %.3f ms",
                      before_ms, after_ms)
         detail = {"original_ms": before_ms, "optimized_ms": after_ms, "kept": kept,
+                  "spread_ms": getattr(self.model, "last_spread", None),
                   "seconds": time.perf_counter() - start, "rules": dict(sorted(applied.items()))}
         return PassReport("timing", round_, kept, dict(applied) if kept else {},
                           detail["seconds"], stop_reason="timed", detail=detail), original
 
 
+def refusal(before: float, after: float) -> str:
+    """Why a pass's result was not kept, as the report groups it."""
+    return "below --min-gain" if after < before else "not cheaper priced as a whole"
+
+
 def descend(graph: Graph, engine: Engine, objective: Objective, max_steps: int = 4096,
-            progress: Callable[[int, float], None] | None = None
+            progress: Callable[[int, float], None] | None = None,
+            on_step: Callable[[int, Any, int, float, float], Any] | None = None
             ) -> tuple[Graph, Counter[str], float, float, str]:
     """Apply `engine`'s rules to `graph` one match at a time, each time the
     first rewrite that lowers the objective, while one does, for at most
-    `max_steps` steps; `progress(rewrites, objective)` after each. Returns the
+    `max_steps` steps; `progress(rewrites, objective)` after each, and
+    `on_step(rule, core graph before, match key, objective before, after)`
+    (for the report: where the rule fired). Returns the
     graph, the rewrites by rule id, the objective before and after, and why it
     stopped: "saturated" (no rewrite lowers the objective) or "steps"."""
     applied: Counter[str] = Counter()
@@ -366,6 +438,8 @@ def descend(graph: Graph, engine: Engine, objective: Objective, max_steps: int =
                 c = objective(cand, rebuilt)
                 if c < cost:
                     found = (ri, cand, rebuilt, c)
+                    if on_step is not None:
+                        on_step(ri, cg, key, cost, c)
                     break
                 passed.add(key)
             if found is not None or len(cands) < page:

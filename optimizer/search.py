@@ -25,6 +25,7 @@ from taso.ir import Graph
 
 from .cost import CostModel, get_cost_model
 from .runner import Limits, Runner, RunReport
+from .trace import Trace
 
 log = logging.getLogger("taso.optimizer")
 
@@ -160,6 +161,8 @@ class SearchReport:
         d["timed"] = self.extra.get("timed")  # the whole-model timing, where one ran
         d["costs_measured"] = self.extra.get("costs_measured")
         d["passes"] = self.extra.get("passes", 1)  # rounds: 1, more after settled timings
+        if "report_seconds" in self.extra:  # writing the HTML report (--report)
+            d["report_seconds"] = self.extra["report_seconds"]
         return d
 
 
@@ -204,7 +207,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                time_limit: float = 0.0, min_gain: float | None = None, timing: bool = True,
                progress: Callable[[int, int, int, float], None] | None = None,
                check: bool = True, check_seed: int = 0, reference: Any = None,
-               validate: bool | None = None) -> SearchReport:
+               validate: bool | None = None, report: str | os.PathLike | None = None,
+               report_name: str = "", _trace: Trace | None = None) -> SearchReport:
     """Optimize `graph`; returns the report with the optimized graph.
     `cost_model`: a name, a CostModel or a function (op, attrs, shapes) -> ms;
     None takes the default (`set_cost_model`; at first "ort", measured on this
@@ -221,7 +225,10 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     `progress(piece, pieces, expanded, best_cost)` is called while searching;
     piece == pieces is the pass over the joined graph (`Runner.joined_pass`),
     with `expanded` the rewrites it has applied. The report says why the search
-    stopped (`stop_reason`) and what each pass did (`pass_reports`)."""
+    stopped (`stop_reason`) and what each pass did (`pass_reports`).
+    `report`: also write an HTML report there (report_html.py: where each rule
+    fired, the regions before and after, what was refused and why), titled
+    `report_name`."""
     if not isinstance(graph, Graph):
         raise TypeError(f"optimize needs a taso Graph (taso.load_onnx(model) reads one from "
                         f"ONNX), not {type(graph).__name__}")
@@ -245,8 +252,9 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     g = graph.pruned()
     model.price_within(g)  # its pieces and rewrites are priced as parts of it
     limits = Limits(budget=budget, alpha=alpha, time_limit=float(time_limit), min_gain=margin)
+    trace = _trace if _trace is not None else Trace() if report is not None else None
     run = Runner(rule_list, model, limits, partition=partition, fold=fold, timing=timing,
-                 progress=progress).run(g)
+                 progress=progress, trace=trace).run(g)
     out, applied = run.graph, run.applied
     out.dim_params = dict(g.dim_params)
     out.output_dim_params = dict(g.output_dim_params)
@@ -267,17 +275,30 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
                 raise _one_binding(e, g) from None
             log.info("the result holds at the searched binding only (%s); searching again "
                      "without the %d rules that size by a dim", e, len(rule_list) - len(safe))
+            if trace is not None:
+                trace = Trace(refusals=[{
+                    "reason": "check failed", "where": "whole model", "round": None,
+                    "rules": {r: n for r, n in applied.items()
+                              if r not in {s.id for s in safe}},
+                    "error": f"the result held at the searched binding only ({e})"}])
             try:
                 again = run_search(graph, alpha, budget, safe, model, partition, True, fold,
                                    time_limit, min_gain, timing, progress, True, check_seed,
-                                   reference)
+                                   reference, None, report, report_name, trace)
             except BindingError as e2:
                 raise _one_binding(e2, g) from None
             again.extra["notes"] = [f"rules that size by a dim were left out: with them the "
                                     f"result held at the searched binding only ({e})"]
             return again
-    return _report(run, g, model, len(rule_list), time.perf_counter() - t0, max_error,
-                   timed_before)
+    result = _report(run, g, model, len(rule_list), time.perf_counter() - t0, max_error,
+                     timed_before)
+    if report is not None and trace is not None:
+        from .report_html import write_report
+
+        t1 = time.perf_counter()
+        write_report(report, result, trace, g, model, rule_list, name=report_name)
+        result.extra["report_seconds"] = time.perf_counter() - t1
+    return result
 
 
 def _report(run: RunReport, g: Graph, model: CostModel, num_rules: int, seconds: float,
@@ -347,6 +368,7 @@ def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None
     """The optimized graph (weight-only subgraphs folded), checked against
     `graph` in onnxruntime unless check=False (a mismatch raises
     `taso.CheckError`). Options: partition, unverified, fold, time_limit,
-    min_gain, timing, check, check_seed (see `run_search`)."""
+    min_gain, timing, check, check_seed, report (a path: an HTML report of the
+    search is written there), report_name (see `run_search`)."""
     return run_search(graph, alpha, budget, rules, cost_model, **options).graph
 

@@ -99,6 +99,9 @@ def _main(argv: list[str] | None, run: Run) -> int:
                          "the one `ray start` began here); default: start a private local one")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--output", help="where to write the rule set with its records")
+    ap.add_argument("--report", default=None, metavar="REPORT.html",
+                    help="also write one self-contained HTML page: counts by status, the "
+                         "slowest rules, axioms by use, each refuted rule's counterexample")
     ap.add_argument("--axiom-report", action="store_true",
                     help="also report axioms no proof used and axioms the others imply")
     args = ap.parse_args(argv)
@@ -112,6 +115,8 @@ def _main(argv: list[str] | None, run: Run) -> int:
     except ValueError as e:  # unreadable, not a rule set, or a malformed rule
         return run.fail(str(e))
     check_output(ap, out, "--output" if args.output else "the default output (see --output)")
+    if args.report is not None:
+        check_output(ap, args.report, "--report")
     run.what = f"{out} not written"
     start = time.perf_counter()
     if not args.json:
@@ -135,6 +140,13 @@ def _main(argv: list[str] | None, run: Run) -> int:
         s["axiom_report"] = axiom_report(
             rs.rules, workers=workers or 2,
             on_done=run.line and _steps("axioms checked for implication", run.line))
+    if args.report is not None:
+        from .report_html import write_report
+        try:
+            write_report(args.report, rs.rules, rs.name or path.name, s)
+        except OSError as e:
+            return run.fail(f"cannot write {args.report}: {e.strerror or e}")
+        s["report"] = args.report
     if args.json:
         print(json.dumps(s, indent=1))
     else:
@@ -142,6 +154,8 @@ def _main(argv: list[str] | None, run: Run) -> int:
         if args.axiom_report:
             print(format_axiom_report(s["axiom_report"]))
         print(f"records written to {out}")
+        if args.report is not None:
+            print(f"report written to {args.report}")
     return 0
 
 

@@ -246,6 +246,8 @@ class OrtCostModel(MeasuredCostModel):
                                                  benchmark_options(self.threads)),
                                          exported[k][1])
         ms = time_interleaved(runners, rounds, round_ms, self.threads)
+        # The two sessions' medians apart, per graph: the timing's noise (reports).
+        self.last_spread = [abs(ms[(k, 0)] - ms[(k, 1)]) for k in range(len(graphs))]
         return [(ms[(k, 0)] + ms[(k, 1)]) / 2 for k in range(len(graphs))]
 
     def layout_ms(self, graph: Graph) -> float:

@@ -47,6 +47,7 @@ struct SearchResult {
     int expanded = 0;
     int generated = 0;          // distinct graphs seen
     std::vector<int> applied;   // rule index per step from the input to the best graph
+    std::vector<uint64_t> path_keys;  // match_key per step, in its parent graph (rewrite_at)
     double seconds = 0;
     Stop stop = Stop::SATURATED;
 };
@@ -62,7 +63,9 @@ public:
     // Finalize raw nodes (any order, inputs by raw index): topological order,
     // dead-node removal, common-node merging, weight-only flags, cost, hash.
     // nullopt on a cycle or a node the oracle rejects.
-    std::optional<Graph> finalize(std::vector<Node> raw, std::vector<Ref> outputs);
+    // `remap` (optional): per raw node, its index in the result (-1: dead).
+    std::optional<Graph> finalize(std::vector<Node> raw, std::vector<Ref> outputs,
+                                  std::vector<int>* remap = nullptr);
     Graph build(std::vector<Node> raw, std::vector<Ref> outputs);  // throws on error
     // Bytes of the constant data one run of g reads: every weight or folded
     // constant a run-time node or an output reads, once, and the pinned weights.
@@ -105,8 +108,10 @@ public:
     }
     // The graph rule `ri` at match `m` (target attributes `dst_attrs`, the
     // oracle's answer) rewrites g to; nullopt where it is not a valid graph.
+    // `targets` (optional): the result's node per target pnode (-1: dead).
     std::optional<Graph> apply(const Graph& g, int ri, const Match& m,
-                               const std::vector<int>& dst_attrs);
+                               const std::vector<int>& dst_attrs,
+                               std::vector<int>* targets = nullptr);
     // The hash of the graph `apply` would build, computed from g's node hashes
     // without building it; nullopt when a variable lies downstream of the match
     // (a possible cycle: only building tells). `consumers` indexes g.
@@ -136,6 +141,15 @@ public:
         bool cycle = false;
     };
     std::vector<HashCheck> hash_checks(const Graph& g);
+    // The rewrite of g whose match_key is `key`, retraced for reports (where a
+    // rule fired): its rule, the matched nodes of g, the nodes of the result
+    // that its target built, and the result; nullopt where no match has it.
+    struct Traced {
+        int rule;
+        std::vector<int> matched, targets;
+        Graph graph;
+    };
+    std::optional<Traced> rewrite_at(const Graph& g, uint64_t key);
 
     // ---- search (search.cpp) ---------------------------------------------------------
     SearchResult search(const Graph& g, const SearchOptions& opt);

@@ -27,7 +27,8 @@ Core::Core(std::vector<int> kinds_, Oracle::InferFn infer, Oracle::CheckFn check
     : oracle(std::move(infer), std::move(check), std::move(filter)), kinds(std::move(kinds_)),
       commutative(std::move(commutative_)) {}
 
-std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outputs) {
+std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outputs,
+                                    std::vector<int>* remap_out) {
     ++n_built;
     const int n = static_cast<int>(raw.size());
     // Depth-first post-order from the outputs: a topological order of the live
@@ -99,6 +100,7 @@ std::optional<Graph> Core::finalize(std::vector<Node> raw, std::vector<Ref> outp
     }
     g.outputs = std::move(outputs);
     g.hash = gh;
+    if (remap_out) *remap_out = std::move(remap);
     if (byte_cost > 0) g.const_bytes = constant_bytes(g);
     return g;
 }

@@ -167,6 +167,16 @@ NB_MODULE(_search, m) {
             nb::arg("graph"), nb::arg("skip") = 0, nb::arg("limit") = -1,
             nb::arg("passed") = std::unordered_set<uint64_t>{})
         .def(
+            "rewrite_at",
+            [](Core& c, const Graph& g, uint64_t key) -> nb::object {
+                auto t = c.rewrite_at(g, key);
+                if (!t) return nb::none();
+                return nb::make_tuple(t->rule, t->matched, t->targets, std::move(t->graph));
+            },
+            nb::arg("graph"), nb::arg("key"),
+            "(rule, matched nodes of graph, the result's nodes per target pnode, the "
+            "result) of the rewrite whose match key is `key` (a search's path_keys), or None")
+        .def(
             "hash_checks",
             [](Core& c, const Graph& g) {
                 std::vector<std::tuple<int, std::optional<uint64_t>, bool, std::optional<uint64_t>>>
@@ -199,6 +209,7 @@ NB_MODULE(_search, m) {
                 d["expanded"] = r.expanded;
                 d["generated"] = r.generated;
                 d["applied"] = nb::cast(r.applied);
+                d["path_keys"] = nb::cast(r.path_keys);
                 d["seconds"] = r.seconds;
                 d["stop_reason"] = stop_name(r.stop);
                 return d;

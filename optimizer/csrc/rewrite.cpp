@@ -16,7 +16,7 @@ static bool has_output(const std::vector<Node>& raw, const Ref& t) {
 }
 
 std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m,
-                                 const std::vector<int>& dst_attrs) {
+                                 const std::vector<int>& dst_attrs, std::vector<int>* targets) {
     const Rule& r = rules[ri];
     std::vector<Node> raw = g.nodes;
     const int n = static_cast<int>(raw.size());
@@ -58,7 +58,13 @@ std::optional<Graph> Core::apply(const Graph& g, int ri, const Match& m,
         for (Ref& t : nd.in) redirect(t);
     std::vector<Ref> outputs = g.outputs;
     for (Ref& t : outputs) redirect(t);
-    return finalize(std::move(raw), std::move(outputs));
+    if (!targets) return finalize(std::move(raw), std::move(outputs));
+    std::vector<int> remap;
+    auto out = finalize(std::move(raw), std::move(outputs), &remap);
+    targets->clear();
+    for (size_t j = 0; j < r.dst.size(); ++j)
+        targets->push_back(out ? remap[n + j] : -1);
+    return out;
 }
 
 bool Core::creates_cycle(const Graph& g, const Rule& r, const Match& m) {
@@ -210,6 +216,19 @@ std::vector<Core::Expansion> Core::expand(const Graph& g, int skip, int limit,
         if (!ng || seen++ < skip) return true;
         out.push_back({ri, key, std::move(*ng)});
         return limit < 0 || static_cast<int>(out.size()) < limit;
+    });
+    return out;
+}
+
+std::optional<Core::Traced> Core::rewrite_at(const Graph& g, uint64_t key) {
+    std::optional<Traced> out;
+    GraphIndex ix = index(g);
+    for_each_rewrite(ix, [&](int ri, Match& m, const std::vector<int>& dst_attrs) {
+        if (match_key(g, ri, m) != key) return true;
+        std::vector<int> targets;
+        if (auto ng = apply(g, ri, m, dst_attrs, &targets))
+            out = Traced{ri, m.nodes, std::move(targets), std::move(*ng)};
+        return false;
     });
     return out;
 }

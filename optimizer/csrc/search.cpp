@@ -34,6 +34,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
         Graph g;
         int parent;
         int rule;
+        Match m;  // in the parent: the path's keys are computed from it at the end
     };
     struct Candidate {
         double cost;
@@ -55,6 +56,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
     res.initial_cost = g0.cost;
     res.best = g0;
     int best_parent = -1, best_rule = -1;
+    Match best_match;
     uint64_t seq = 0;
 
     bool set_aside = false;  // a candidate was left out for its cost
@@ -81,6 +83,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
                 res.best = *ng;
                 best_parent = e;
                 best_rule = ri;
+                best_match = m;
             }
             if (cost < opt.alpha * rank(res.best, base)) {
                 ++n_pushed;
@@ -92,7 +95,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
         });
     };
 
-    expanded.push_back({g0, -1, -1});
+    expanded.push_back({g0, -1, -1, {}});
     expand_one(0);
     res.expanded = 1;
     for (;;) {
@@ -118,7 +121,7 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
         const auto& dst_attrs = oracle.check(c.rule, parent, c.m);  // memoized
         auto g = dst_attrs ? apply(parent, c.rule, c.m, *dst_attrs) : std::nullopt;
         if (!g) continue;  // cannot happen: it was built once already
-        expanded.push_back({std::move(*g), c.parent, c.rule});
+        expanded.push_back({std::move(*g), c.parent, c.rule, std::move(c.m)});
         expand_one(static_cast<int>(expanded.size()) - 1);
         res.expanded++;
         if (opt.progress && opt.progress_every > 0 && res.expanded % opt.progress_every == 0)
@@ -127,8 +130,14 @@ SearchResult Core::search(const Graph& g0, const SearchOptions& opt) {
     res.generated = static_cast<int>(seen.size());
     if (best_rule >= 0) {
         res.applied.push_back(best_rule);
-        for (int e = best_parent; e > 0; e = expanded[e].parent) res.applied.push_back(expanded[e].rule);
+        res.path_keys.push_back(match_key(expanded[best_parent].g, best_rule, best_match));
+        for (int e = best_parent; e > 0; e = expanded[e].parent) {
+            const Expanded& x = expanded[e];
+            res.applied.push_back(x.rule);
+            res.path_keys.push_back(match_key(expanded[x.parent].g, x.rule, x.m));
+        }
         std::reverse(res.applied.begin(), res.applied.end());
+        std::reverse(res.path_keys.begin(), res.path_keys.end());
     }
     res.seconds = elapsed();
     return res;
