@@ -783,6 +783,14 @@ def _guards(ax: Axiom) -> tuple[list[Any], list[Any]]:
     return oks, cmps
 
 
+def check_seeds(ax: Axiom) -> int:
+    """How many seeds an axiom's check draws (the test suite's, scored by
+    bench/axiom_mutants.py): 12, and 8 more for each tensor variable past four,
+    since a counterexample must then line up more sizes at once (a split of a
+    six-way concat is first caught near seed 28)."""
+    return max(12, 8 * (len(ax.tensor_vars()) - 2))
+
+
 def check_axiom(ax: Axiom, seed: int, budget: int = 2000) -> Outcome:
     """Evaluate `ax` on the numpy reference: find shapes where its guards hold and
     one side is well-shaped, draw values, and compare both sides in the ⊥ model
