@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from taso.ir import Graph
-from taso.ops import get_op
+from taso.ops import OPS, get_op
 
 from . import SOURCE_OPS, CostModel, Shape
 from .cache import CostCache
@@ -40,22 +40,11 @@ log = logging.getLogger("taso.optimizer")
 OVERHEAD_KEY = ("run-overhead",)
 
 
-# Operator inputs that are a layer's parameters in every model we know of.
-PARAMETER_INPUTS = ("w", "b", "scale", "bias", "mean", "var")
-
-
 def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
-    """Which inputs are constants when the caller does not say: a layer's
-    parameters (a convolution's kernel, a normalization's scale, bias and
-    statistics), a GEMM's operands after the first, and the right operand of a
-    matrix product when it is a plain matrix (batched right operands are
-    activations, as in attention)."""
-    names = get_op(op).inputs
-    if op == "gemm":
-        return tuple(i > 0 for i in range(len(shapes)))
-    if op == "matmul":
-        return (False, len(shapes[1]) == 2)
-    return tuple(i < len(names) and names[i] in PARAMETER_INPUTS for i in range(len(shapes)))
+    """Which inputs are constants when the caller does not say: the operator's
+    answer (`Op.default_consts`: a layer's parameters, a GEMM's operands after
+    the first, a product's plain-matrix right operand)."""
+    return get_op(op).default_consts(shapes)
 
 
 # A link of a chain timed as one program: (op, attrs, inputs), each input a
@@ -68,13 +57,10 @@ Link = tuple[str, dict[str, Any], tuple[tuple[str, Shape, str], ...]]
 Unit = tuple[Any, tuple]  # what graph_cost sums: a cost key, and what to time (_time_unit)
 
 
-ARITHMETIC = ("add", "sub", "mul", "div", "ewadd", "ewmul", "scalar_mul")
-
-
 def const_kind(node: Any, reader: str) -> str:
     """The kind of a constant input of an operator `reader`: its value ("=v")
     when it is a one-element weight of elementwise arithmetic, else "w"."""
-    data = node.data if node.op == "weight" and reader in ARITHMETIC else None
+    data = node.data if node.op == "weight" and get_op(reader).arithmetic else None
     return f"={float(data.reshape(-1)[0])!r}" if data is not None and data.size == 1 else "w"
 
 
@@ -141,14 +127,20 @@ def link_source(kind: str, k: int) -> int | None:
         return k - 1
     return int(kind[1:]) if kind.startswith("@") else None
 
-# The heads of fusable chains, and what may follow them. A layer normalization
-# belongs to the chain before it: onnxruntime folds the residual add into one
+# The heads of fusable chains are contractions (`Op.contraction`), and what may
+# follow them says so (`Op.epilogue`). A layer normalization belongs to the
+# chain before it: onnxruntime folds the residual add into one
 # SkipLayerNormalization, which on this CPU ran 5x slower than the add and the
 # normalization apart (0.24 against 0.05 ms at 64x768), so BERT's chains are
 # timed with it.
-ANCHORS = ("conv2d", "conv2d_bias", "matmul", "gemm")
-EPILOGUES = ("batchnorm", "relu", "sigmoid", "tanh", "clip", "gelu", "erf", "ewadd", "add",
-             "sub", "ewmul", "mul", "div", "scalar_mul", "layernorm")
+def _anchor(op: str) -> bool:
+    return op in OPS and OPS[op].contraction
+
+
+def _epilogue(op: str) -> bool:
+    return op in OPS and OPS[op].epilogue
+
+
 MAX_CHAIN = 8  # a product, its bias and a GELU decomposed into five nodes
 
 
@@ -187,19 +179,19 @@ def fusable_chains(graph: Graph, live: set[int], const: set[int]) -> list[list[i
         if n.id in live and n.id not in const:
             for p, _ in n.inputs:
                 users.setdefault(p, set()).add(n.id)
-            if n.op in ANCHORS or n.op in EPILOGUES and any(p in rooted for p, _ in n.inputs):
+            if _anchor(n.op) or _epilogue(n.op) and any(p in rooted for p, _ in n.inputs):
                 rooted.add(n.id)
     outputs = {p for p, _ in graph.outputs}
     chains, claimed = [], set()
     for n in graph.topo_order():
-        if n.op not in ANCHORS or n.id not in live or n.id in const:
+        if not _anchor(n.op) or n.id not in live or n.id in const:
             continue
         group, best = [n.id], None
         inside, readers = {n.id}, set(users.get(n.id, ()))  # readers: outside the group
         while len(group) < MAX_CHAIN and readers:
             nxt = min(readers, key=order.__getitem__)
             node = graph.nodes[nxt]
-            if nxt in claimed or node.op not in EPILOGUES or len(node.shapes) != 1 \
+            if nxt in claimed or not _epilogue(node.op) or len(node.shapes) != 1 \
                     or next(p for p, _ in node.inputs if p in inside or
                             p in rooted and users[p] == {nxt}) not in inside:
                 break

@@ -120,6 +120,7 @@ class Op:
     contraction: bool = False
     epilogue: bool = False  # onnxruntime fuses it into a contraction's chain
     arithmetic: bool = False  # one-element constant operands keep their value when timed
+    view: bool = False  # the output is the input reinterpreted: no work, no allocation
     blocked_layout: bool = False  # onnxruntime runs it in its NCHWc layout on a CPU
     # Generator hints: the operand rank it is applied to (None: any), the
     # least spatial size of a windowed input (no rule true only because a window
@@ -247,12 +248,13 @@ class Op:
 
     def flops(self, a: dict[str, Any], shapes: Sequence[Shape], outs: Sequence[Shape]) -> int:
         """Arithmetic operations of one run (the analytic model): one per output
-        element unless the operator says otherwise."""
-        return sum(size(s) for s in outs)
+        element unless the operator says otherwise (none for a view)."""
+        return 0 if self.view else sum(size(s) for s in outs)
 
     def moved(self, a: dict[str, Any], shapes: Sequence[Shape], outs: Sequence[Shape]) -> int:
-        """Elements read and written by one run: every input and output."""
-        return sum(size(s) for s in shapes) + sum(size(s) for s in outs)
+        """Elements read and written by one run: every input and output (none
+        for a view)."""
+        return 0 if self.view else sum(size(s) for s in shapes) + sum(size(s) for s in outs)
 
     def default_consts(self, shapes: Sequence[Shape]) -> tuple[bool, ...]:
         """Which inputs are constants when a cost model is not told: a layer's

@@ -134,12 +134,8 @@ class Reshape(Op):
     attrs = {"shape": None}
     gen_attrs = ()  # a target shape is the model's to choose; the generator has none
     kind = "movement"
+    view = True
     example = ({"shape": (3, 8)}, ((2, 3, 4),))
-
-    def flops(self, a, shapes, outs):
-        return 0  # a view: no work and no data moved
-
-    moved = flops
 
     def shape(self, a, x):
         s = tuple(a["shape"])
