@@ -19,9 +19,10 @@ Shape = tuple[int, ...]
 
 
 def default_ops() -> tuple[str, ...]:
-    """TASO's generator operator set (issue 3): the operators that say so
-    (`Op.gen_default`), in name order."""
-    return tuple(sorted(n for n, op in OPS.items() if op.gen_default))
+    """TASO's generator operator set (issue 3): the operators that say so, in
+    the order they say (`Op.gen_default`), which is the enumeration's."""
+    return tuple(sorted((n for n, op in OPS.items() if op.gen_default is not None),
+                        key=lambda n: OPS[n].gen_default))
 
 
 DEFAULT_OPS: tuple[str, ...] = default_ops()

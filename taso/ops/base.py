@@ -124,11 +124,12 @@ class Op:
     blocked_layout: bool = False  # onnxruntime runs it in its NCHWc layout on a CPU
     # Generator hints: the operand rank it is applied to (None: any), the
     # least spatial size of a windowed input (no rule true only because a window
-    # covers the input), whether it is in TASO's operator set (`--ops` default),
-    # and the operator whose output it only ever takes apart (split: concat).
+    # covers the input), its place (1, 2, ...) in TASO's operator set, the
+    # `--ops` default, whose order is the enumeration's (None: not in it), and
+    # the operator whose output it only ever takes apart (split: concat).
     gen_rank: int | None = None
     gen_min_spatial: int = 0
-    gen_default: bool = False
+    gen_default: int | None = None
     undoes: str = ""
     taso_type: int | None = None  # its number in TASO's OpType (graph_subst.pb)
     # An instance for tests/test_op_traits.py: attributes and input shapes.

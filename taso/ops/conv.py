@@ -139,7 +139,7 @@ class Conv2d(Op):
     kind = "conv"
     contraction = True
     blocked_layout = True
-    gen_default = True
+    gen_default = 2
     gen_min_spatial = 3  # the largest window enumerated
     taso_type = 3
     example = ({"pads": (1, 1, 1, 1), "groups": 2, "activation": "relu"},
@@ -242,7 +242,7 @@ class Enlarge(Op):
     attrs = {"kernel": None}
     gen_attrs = ({"kernel": (3, 3)},)
     kind = "conv"
-    gen_default = True
+    gen_default = 11
     taso_type = 20
     example = ({"kernel": (5, 3)}, ((4, 2, 1, 3),))
 
@@ -278,7 +278,7 @@ class ConstIconv(ConstantOp):
     """Identity conv kernel (C, C, KH, KW): conv with it (same pads) returns its input."""
 
     name = "const_iconv"
-    gen_default = True
+    gen_default = 14
     taso_type = 23
     example = ({"shape": (2, 2, 3, 3)}, ())
 
@@ -301,7 +301,7 @@ class ConstPool(ConstantOp):
     average pool that counts padding."""
 
     name = "const_pool"
-    gen_default = True
+    gen_default = 13
     taso_type = 25
     example = ({"shape": (3, 1, 3, 2)}, ())
 

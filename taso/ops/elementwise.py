@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Op, ShapeError, check, mod, onnx_importer, register
+from .base import Op, ShapeError, check, inv_array, mod, onnx_importer, register
 
 
 class _Arithmetic(Op):
@@ -17,7 +17,6 @@ class _Arithmetic(Op):
 
 class _SameShapeBinary(_Arithmetic):
     onnx_type = ""
-    gen_default = True
 
     def shape(self, a, x, y):
         check(x == y, "operands must have equal shapes")
@@ -36,6 +35,7 @@ class _SameShapeBinary(_Arithmetic):
 @register
 class EwAdd(_SameShapeBinary):
     name = "ewadd"
+    gen_default = 3
     taso_type = 16
     commutative = True
     onnx_type = "Add"
@@ -50,6 +50,7 @@ class EwAdd(_SameShapeBinary):
 @register
 class EwMul(_SameShapeBinary):
     name = "ewmul"
+    gen_default = 4
     taso_type = 17
     commutative = True
     onnx_type = "Mul"
@@ -67,7 +68,8 @@ class ScalarMul(_Arithmetic):
 
     name = "scalar_mul"
     inputs = ("x", "s")
-    gen_default = True
+    input_ranks = {"s": 0}
+    gen_default = 12
     taso_type = 19
     example = ({}, ((2, 3), ()))
 
@@ -157,9 +159,13 @@ class Mul(_Broadcast):
 class Div(_Broadcast):
     name = "div"
     onnx_type = "Div"
+    gen_attrs = ()  # a zero divisor has no residue: not generated over
 
     def ref(self, a, x, y):
         return (x / y).astype(np.float32)
+
+    def fp(self, a, x, y):
+        return mod(x * inv_array(y))
 
 
 # ---- ONNX import ------------------------------------------------------------------

@@ -33,7 +33,7 @@ class Conv2dBias(Conv2d):
     inputs = ("x", "w", "b")
     input_ranks = {"x": 4, "w": 4, "b": 1}
     gen_attrs = ()
-    gen_default = False
+    gen_default = None
     taso_type = None
     example = ({"pads": (1, 1, 1, 1), "activation": "relu"},
                ((1, 4, 6, 6), (8, 4, 3, 3), (8,)))

@@ -33,7 +33,7 @@ class MatMul(Op):
     kind = "matmul"
     contraction = True
     gen_rank = 2  # on matrices, as TASO's generator
-    gen_default = True
+    gen_default = 1
     taso_type = 18
     example = ({"activation": "tanh"}, ((3, 5, 4), (4, 2)))
 
@@ -84,7 +84,7 @@ class ConstImm(ConstantOp):
     """Identity matrix (n, n)."""
 
     name = "const_imm"
-    gen_default = True
+    gen_default = 15
     taso_type = 22
     example = ({"shape": (3, 3)}, ())
 
@@ -102,7 +102,7 @@ class ConstOne(ConstantOp):
     """A tensor of ones of any shape."""
 
     name = "const_one"
-    gen_default = True
+    gen_default = 16
     taso_type = 24
     example = ({"shape": (2, 3)}, ())
 

@@ -19,7 +19,6 @@ class _Pool(Op):
     attrs = {"kernel": None, "strides": (1, 1), "pads": (0, 0, 0, 0)}
     gen_attrs = ({"kernel": (3, 3), "strides": (1, 1), "pads": "same"},)
     kind = "pool"
-    gen_default = True
     gen_min_spatial = 3  # the largest window enumerated
     example = ({"kernel": (3, 2), "strides": (2, 1), "pads": (1, 0, 1, 1)}, ((1, 2, 6, 5),))
 
@@ -51,6 +50,7 @@ class _Pool(Op):
 @register
 class MaxPool2d(_Pool):
     name = "maxpool2d"
+    gen_default = 7
     taso_type = 6
 
     def lower(self, xp, a, xs, cudnn=None):
@@ -75,6 +75,7 @@ class MaxPool2d(_Pool):
 @register
 class AvgPool2d(_Pool):
     name = "avgpool2d"
+    gen_default = 6
     attrs = {**_Pool.attrs, "count_include_pad": 1}
     taso_type = 7
     example = ({"kernel": (2, 3), "strides": (2, 1), "pads": (1, 0, 0, 1),

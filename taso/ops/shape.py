@@ -27,7 +27,7 @@ class Concat(Op):
     axes = {"axis": "in"}
     gen_attrs = ({"axis": 0}, {"axis": 1})
     kind = "movement"
-    gen_default = True
+    gen_default = 8
     taso_type = 12
     example = ({"axis": 1}, ((2, 3), (2, 1), (2, 2)))
 
@@ -66,7 +66,7 @@ class Split(Op):
     gen_attrs = ()
     undoes = "concat"
     kind = "movement"
-    gen_default = True
+    gen_default = 9
     taso_type = 13
     example = ({"axis": 1, "sizes": (2, 3)}, ((3, 5, 4),))
 
@@ -107,7 +107,7 @@ class Transpose(Op):
     gen_attrs = ({"perm": (1, 0)},)
     kind = "movement"
     gen_rank = 2
-    gen_default = True
+    gen_default = 10
     taso_type = 15
     example = ({"perm": (0, 2, 1)}, ((2, 3, 4),))
 
