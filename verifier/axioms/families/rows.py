@@ -3,7 +3,7 @@ that act on each row alike."""
 
 from __future__ import annotations
 
-from .dsl import (
+from ..dsl import (
     Arith,
     Var,
     app,

@@ -3,7 +3,7 @@ identity and averaging kernels)."""
 
 from __future__ import annotations
 
-from .dsl import (
+from ..dsl import (
     NCHW,
     SAME,
     SCALARS,

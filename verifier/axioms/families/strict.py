@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from taso.ops import OPS
 
-from .dsl import (
+from ..dsl import (
     ACTS,
     POINTWISE,
     STACK_ARITIES,

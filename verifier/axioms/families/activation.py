@@ -3,7 +3,7 @@ commuting with concat and transpose) stated for every pointwise operator."""
 
 from __future__ import annotations
 
-from .dsl import (
+from ..dsl import (
     POINTWISE,
     act,
     concat,

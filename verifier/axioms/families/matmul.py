@@ -3,7 +3,7 @@ the identity matrix)."""
 
 from __future__ import annotations
 
-from .dsl import (
+from ..dsl import (
     SCALARS,
     STACK_ARITIES,
     Var,

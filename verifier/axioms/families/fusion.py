@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .dsl import (
+from ..dsl import (
     ACTS,
     act,
     conv,
