@@ -1,5 +1,5 @@
-"""The real-model operators (taso/ops/nn.py) and the model builders (taso.models),
-checked against onnxruntime.
+"""The real-model operators (taso/ops: norm, movement, the pointwise ones, gemm)
+and the model builders (taso.models), checked against onnxruntime.
 
 Every comparison measures relative error as max|a - b| / max|b| per output (a:
 onnxruntime on the exported model, b: the numpy reference `Graph.evaluate` on
