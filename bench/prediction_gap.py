@@ -58,19 +58,14 @@ ORT_KINDS = {
                  "Flatten", "Squeeze", "Unsqueeze", "Gather", "Expand", "Tile"},
     "layout": {"ReorderInput", "ReorderOutput"},
 }
-# taso's operators by kind (an opaque node goes by its ONNX type).
-TASO_KINDS = {
-    "conv": {"conv2d", "conv2d_bias"},
-    "matmul": {"matmul", "gemm"},
-    "pool": {"maxpool2d", "avgpool2d", "global_avgpool"},
-    "norm": {"softmax", "layernorm", "batchnorm", "reduce_mean"},
-    "movement": {"concat", "split", "slice", "pad", "transpose", "reshape", "flatten",
-                 "squeeze", "unsqueeze", "identity"},
-}
-
-
 def kind_of(name: str, table: dict[str, set[str]]) -> str:
     return next((k for k, names in table.items() if name in names), "elementwise")
+
+
+def taso_kind(op: str) -> str:
+    """A taso operator's kind, as the operator says (`Op.kind`)."""
+    kind = taso.OPS[op].kind
+    return kind if kind in KINDS else "elementwise"
 
 
 def predicted_by_kind(cost_model, graph) -> Counter:
@@ -78,7 +73,7 @@ def predicted_by_kind(cost_model, graph) -> Counter:
     for ids, ms in cost_model.priced_units(graph):
         head = graph.nodes[ids[0]]
         out[kind_of(head.a["onnx_type"], ORT_KINDS) if head.op == "opaque"
-            else kind_of(head.op, TASO_KINDS)] += ms
+            else taso_kind(head.op)] += ms
     out["layout"] += getattr(cost_model, "layout_ms", lambda g: 0.0)(graph)
     return out
 

@@ -17,10 +17,15 @@ from taso.ops.base import Op
 
 Shape = tuple[int, ...]
 
-# TASO's generator operator set (issue 3).
-DEFAULT_OPS: tuple[str, ...] = (
-    "matmul", "conv2d", "ewadd", "ewmul", "relu", "avgpool2d", "maxpool2d", "concat", "split",
-    "transpose", "enlarge", "scalar_mul", "const_pool", "const_iconv", "const_imm", "const_one")
+
+def default_ops() -> tuple[str, ...]:
+    """TASO's generator operator set (issue 3): the operators that say so, in
+    the order they say (`Op.gen_default`), which is the enumeration's."""
+    return tuple(sorted((n for n, op in OPS.items() if op.gen_default is not None),
+                        key=lambda n: OPS[n].gen_default))
+
+
+DEFAULT_OPS: tuple[str, ...] = default_ops()
 
 
 @dataclass(frozen=True)
@@ -44,19 +49,14 @@ def default_family(n: int = 3, c: int = 2) -> tuple[Var, ...]:
     return tuple(fam)
 
 
-# Conv and pooling read activations: inputs at least this large (the largest
-# window enumerated), so that no rule holds only because a window covers the
-# whole input.
-MIN_ACTIVATION = 3
-
-
 @dataclass(frozen=True)
 class Instance:
     """An operator with the attribute values the generator applies it with.
 
-    `rank` restricts the ranks of its operands (the generator's choice, e.g.
-    matmul only on matrices as in TASO); conv2d infers `groups` from the channel
-    counts as TASO does."""
+    `rank` restricts the ranks of its operands (the operator's `gen_rank`, e.g.
+    matmul only on matrices as in TASO); the operator has the last word on
+    the attributes for given operands (`Op.gen_concrete`: conv2d infers
+    `groups` from the channel counts as TASO does)."""
 
     op: str
     attrs: tuple[tuple[str, Any], ...]
@@ -67,24 +67,19 @@ class Instance:
         """The attributes for these operand shapes, or None when they do not apply."""
         if self.rank is not None and any(len(s) != self.rank for s in shapes):
             return None
-        a = dict(self.attrs)
-        if self.op == "enlarge" and tuple(shapes[0][2:]) == tuple(a["kernel"]):
-            return None  # the identity there: a rule using it would hold for that size only
-        if self.op in _READS_ACTIVATION and min(shapes[0][2:], default=0) < MIN_ACTIVATION:
+        op = OPS[self.op]
+        # A windowed input at least as large as the largest window, so that no
+        # rule holds only because a window covers the whole input.
+        if op.gen_min_spatial and min(shapes[0][2:], default=0) < op.gen_min_spatial:
             return None
-        if self.op == "conv2d":
-            x, w = shapes
-            if len(x) != 4 or len(w) != 4 or w[1] == 0 or x[1] % w[1]:
-                return None
-            a["groups"] = x[1] // w[1]
-        return a
+        return op.gen_concrete(dict(self.attrs), shapes)
 
 
 def generatable_ops() -> tuple[str, ...]:
     """The operators the generator can enumerate: those with fingerprint
     semantics and attributes to try (split has none: it only undoes a concat)."""
     return tuple(sorted(n for n, op in OPS.items()
-                        if type(op).fp is not Op.fp and (op.gen_attrs or n == "split")))
+                        if type(op).fp is not Op.fp and (op.gen_attrs or op.undoes)))
 
 
 @dataclass(frozen=True)
@@ -105,8 +100,10 @@ class GenConfig:
         if unknown:
             raise ValueError(f"the generator cannot enumerate {', '.join(unknown)}; "
                              f"it can: {', '.join(can)}")
-        if "split" in self.ops and "concat" not in self.ops:
-            raise ValueError("split needs concat among the operators (it only undoes one)")
+        for o in self.ops:
+            if OPS[o].undoes and OPS[o].undoes not in self.ops:
+                raise ValueError(f"{o} needs {OPS[o].undoes} among the operators (it only "
+                                 "undoes one)")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
 
@@ -116,10 +113,6 @@ class GenConfig:
                 "family": {v.name: list(v.shape) for v in self.family}}
 
 
-_OPERAND_RANK = {"matmul": 2, "transpose": 2}
-_READS_ACTIVATION = {"conv2d", "avgpool2d", "maxpool2d"}
-
-
 def operator_instances(cfg: GenConfig) -> list[Instance]:
     """Every (operator, attributes) pair the generator applies, in a fixed order.
     Split is absent: it is applied only to undo a concat (see enumerate.py)."""
@@ -127,10 +120,10 @@ def operator_instances(cfg: GenConfig) -> list[Instance]:
     shapes = sorted({v.shape for v in cfg.family}, key=lambda s: (len(s), s))
     for name in cfg.ops:
         op = OPS[name]
-        if name == "split":
+        if op.undoes:
             continue
         if op.weight_only:
-            for s in (_depthwise(shapes) if name == "const_pool" else shapes):
+            for s in op.gen_const_shapes(shapes):
                 try:
                     op.out_shapes({"shape": s}, [])
                 except ShapeError:
@@ -140,11 +133,5 @@ def operator_instances(cfg: GenConfig) -> list[Instance]:
         arity = 2 if op.variadic else len(op.inputs)
         for ga in op.gen_attrs:
             attrs = tuple((k, ga.get(k, d)) for k, d in op.attrs.items() if k != "groups")
-            out.append(Instance(name, attrs, arity, _OPERAND_RANK.get(name)))
+            out.append(Instance(name, attrs, arity, op.gen_rank))
     return out
-
-
-def _depthwise(shapes: list[Shape]) -> list[Shape]:
-    """Averaging-kernel shapes (C, 1, KH, KW) matching the family's 4-D tensors (a
-    1x1 one is all ones: nothing to average)."""
-    return sorted({(s[1], 1, s[2], s[3]) for s in shapes if len(s) == 4 and s[2] * s[3] > 1})

@@ -51,20 +51,21 @@ def side_nodes(graph: GraphT, family: tuple[Var, ...], names: dict[int, str],
 
     nodes = []
     for op, attrs, ins in graph:
-        a = dict(attrs)
-        if op == "conv2d" and a.get("groups", 1) != 1 and shapes[ins[1]][1] == 1:
-            a["groups"] = {"dim": (ref(ins[0]), 1)}  # depthwise: one group per channel
-        if op == "split":
-            a["sizes"] = _split_sizes(graph, anc[producer[ins[0]]], a, shapes, ref)
+        a = OPS[op].gen_pattern_attrs(dict(attrs), [shapes[t] for t in ins],
+                                      [ref(t) for t in ins])
+        if OPS[op].undoes:  # split: its sizes are those of the concat it undoes
+            a["sizes"] = _split_sizes(graph, anc[producer[ins[0]]], a, shapes, ref,
+                                      OPS[op].undoes)
         nodes.append(PNode(op, [ref(t) for t in ins], a))
     return nodes, [ref(t) for t in range(len(producer))]
 
 
-def _split_sizes(graph: GraphT, ancestors: set[int], a: dict, shapes, ref) -> tuple:
+def _split_sizes(graph: GraphT, ancestors: set[int], a: dict, shapes, ref,
+                 undoes: str) -> tuple:
     """Name the sizes of the concat (the nearest one) whose parts the split undoes."""
     for c in sorted(ancestors, reverse=True):
         op, cattrs, cins = graph[c]
-        if op != "concat":
+        if op != undoes:
             continue
         cax = dict(cattrs)["axis"]
         if tuple(shapes[p][cax] for p in cins) == tuple(a["sizes"]):

@@ -26,9 +26,11 @@ from pathlib import Path
 
 from taso.rules_db import PNode, Rule, RuleSet
 
+from taso.ops import ACTIVATIONS
+
 CONV_VARS = {"strides": "?s", "pads": "?p", "dilations": "?d", "groups": "?g"}
 GEMM = {"alpha": "?al", "beta": "?be", "trans_a": 0, "trans_b": "?tb"}  # A not transposed
-ACTS = ("relu", "sigmoid", "tanh")
+ACTS = tuple(a for a in ACTIVATIONS if a != "none")  # what conv2d and matmul fuse
 GROUPS = (2, 4, 8, 16, 32, 64)
 
 

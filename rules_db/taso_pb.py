@@ -11,17 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from taso.ops import OPS
+
 from .rule import PNode, Rule, RuleSet
 
-# TASO's operator type and parameter enumerations (the ones its rules use).
-_OP = {3: "conv2d", 6: "maxpool2d", 7: "avgpool2d", 8: "relu", 9: "sigmoid", 10: "tanh",
-       12: "concat", 13: "split", 15: "transpose", 16: "ewadd", 17: "ewmul", 18: "matmul",
-       19: "scalar_mul", 20: "enlarge", 22: "const_imm", 23: "const_iconv", 24: "const_one",
-       25: "const_pool"}
+# TASO's parameter enumeration (PMParameter). Its operator types, and what an
+# operator's parameters mean, each operator says (`Op.taso_type`, `Op.from_taso`).
 _KEY = {3: "group", 4: "kernel_h", 5: "kernel_w", 6: "stride_h", 7: "stride_w", 8: "pad",
         9: "acti", 10: "numdim", 11: "axis", 12: "perm", 2: "num_outputs", 1: "num_inputs"}
-_ACTI = {0: "none", 1: "sigmoid", 2: "relu", 3: "tanh"}
-_PAD = {0: "same", 1: "valid"}
+
+
+def _by_type() -> dict[int, str]:
+    return {op.taso_type: n for n, op in OPS.items() if op.taso_type is not None}
 
 
 def _varint(b: bytes, i: int) -> tuple[int, int]:
@@ -83,37 +84,30 @@ def _operator(b: bytes) -> tuple[int, list[tuple[int, int]], dict[str, int]]:
 
 def _side(ops: list[bytes], rank: dict[str, int]) -> list[PNode]:
     nodes: list[PNode] = []
+    by_type = _by_type()
     for b in ops:
         t, ins, p = _operator(b)
-        if t not in _OP:
+        if t not in by_type:
             raise ValueError(f"TASO operator type {t} has no taso equivalent")
-        op = _OP[t]
+        op = by_type[t]
         refs = [f"x{-o}" if o < 0 else (o, s) for o, s in ins]
-        attrs: dict = {}
-        if op == "conv2d":
-            attrs = {"strides": (p.get("stride_h", 1), p.get("stride_w", 1)),
-                     "pads": _PAD[p.get("pad", 0)], "activation": _ACTI[p.get("acti", 0)]}
-            for r in refs:
-                _set_rank(rank, r, 4)
-        elif op == "matmul":
-            attrs = {"activation": _ACTI[p.get("acti", 0)]}
-            for r in refs:
-                _set_rank(rank, r, 2)
-        elif op == "concat":
-            attrs = {"axis": p["axis"]}
-            for r in refs:
-                _set_rank(rank, r, p.get("numdim"))
-        elif op == "split":
-            attrs = {"axis": p["axis"], "sizes": _split_sizes(nodes, refs[0], p["axis"])}
-        elif op in ("ewadd", "ewmul", "relu", "sigmoid", "tanh", "scalar_mul"):
-            pass
-        else:
-            raise ValueError(f"TASO operator {op} in a rule is not supported by the reader")
+        try:
+            attrs, operand_rank = OPS[op].from_taso(p)
+        except NotImplementedError as e:
+            raise ValueError(str(e)) from None
+        for r in refs:
+            _set_rank(rank, r, operand_rank)
+        if OPS[op].undoes:  # split: sizes from the concat it undoes
+            attrs = dict(attrs, sizes=_split_sizes(nodes, refs[0], p["axis"]))
         nodes.append(PNode(op, refs, attrs))
     return nodes
 
 
-_SAME_SHAPE = ("relu", "sigmoid", "tanh", "ewadd", "ewmul", "scalar_mul")
+def _traced(n: PNode, axis: int):
+    """(input ref, axis) whose size node `n`'s output axis has (`Op.dim_source`),
+    or None."""
+    src = OPS[n.op].dim_source(n.attrs, axis)
+    return None if src is None else (n.inputs[src[0]], src[1])
 
 
 class _Channels:
@@ -143,10 +137,9 @@ class _Channels:
                 for p in parts[1:]:
                     self.parent[self.find(next(iter(p)))] = self.find(next(iter(parts[0])))
             return parts[0]
-        if n.op == "conv2d":  # output channels from the kernel, batch from the input
-            return self.dims(nodes, n.inputs[1] if axis == 1 else n.inputs[0], 0)
-        if n.op in _SAME_SHAPE:
-            return self.dims(nodes, n.inputs[0], axis)
+        src = _traced(n, axis)
+        if src is not None:
+            return self.dims(nodes, *src)
         return Counter([(id(n), axis)])  # a size this reader does not trace
 
     def groups(self, nodes: list[PNode], conv: PNode, source: bool) -> int:
@@ -171,7 +164,7 @@ def _infer_groups(src: list[PNode], dst: list[PNode], vars_: dict[str, dict]) ->
     ch = _Channels()
     for side, source in ((src, True), (dst, False)):
         for n in side:
-            if n.op == "conv2d":
+            if "groups" in OPS[n.op].attrs:  # TASO's grouped convolution
                 g = ch.groups(side, n, source)
                 if g == 1:
                     continue
@@ -196,14 +189,10 @@ def _split_sizes(nodes: list[PNode], ref, axis: int):
         n = nodes[ref[0]]
         if n.op == "concat" and n.attrs["axis"] == axis:
             return tuple({"dim": (r, axis)} for r in n.inputs)
-        if n.op in _SAME_SHAPE:
-            ref = n.inputs[0]
-        elif n.op == "matmul":  # rows come from the left operand, columns from the right
-            ref = n.inputs[0] if axis == 0 else n.inputs[1]
-        elif n.op == "conv2d":  # batch from the input, channels from the kernel's axis 0
-            ref, axis = (n.inputs[0], 0) if axis == 0 else (n.inputs[1], 0)
-        else:
+        src = _traced(n, axis)
+        if src is None:
             break
+        ref, axis = src
     raise ValueError("split whose sizes cannot be traced to a concat")
 
 

@@ -30,13 +30,12 @@ def verify_rule(rule: Rule, timeout: float = 10.0) -> dict[str, Any]:
     """The verification record of one rule: proved (with the axioms used),
     refuted (with a counterexample) or unknown."""
     from .prove import prove
-    from .record import axioms_digest
+    from .record import record_digest
     from .refute import refute
 
     rule = checked(rule)  # a malformed rule is an error, never a record
     start = time.perf_counter()
-    rec: dict[str, Any] = {"z3": z3.get_version_string(), "timeout": timeout,
-                           "axioms_hash": axioms_digest()}
+    rec: dict[str, Any] = {"z3": z3.get_version_string(), "timeout": timeout}
     try:
         p = prove(rule, timeout)
     except Exception as e:  # a rule the encoding cannot express is not proved
@@ -55,7 +54,8 @@ def verify_rule(rule: Rule, timeout: float = 10.0) -> dict[str, Any]:
         else:
             rec.update(status="unknown", reason=p.get("reason") or p["result"])
     rec["seconds"] = round(time.perf_counter() - start, 3)
-    return rec
+    z3v, limit = rec.pop("z3"), rec.pop("timeout")
+    return {"z3": z3v, "timeout": limit, "axioms_hash": record_digest(rec), **rec}
 
 
 def _serve(conn, timeout: float) -> None:

@@ -1,12 +1,12 @@
 """The `cupy` cost model: the same cost keys timed on a CUDA GPU with CUDA events.
 
-Each node runs through a GPU lowering written against an array module `xp`
-(cupy here; numpy in the tests that check every lowering against the
-operator's reference): matrix products through cuBLAS (`xp.matmul`),
-convolutions through cuDNN when cupy has it and otherwise as im2col plus one
-batched GEMM, pooling over strided windows. Operators without a lowering of
-their own run their numpy reference on cupy arrays, which numpy's array
-protocols dispatch to cupy. cupy is an optional extra (`pip install taso[gpu]`):
+Each node runs through its operator's GPU lowering (`Op.lower`), written
+against an array module `xp` (cupy here; numpy in the tests that check every
+lowering against the operator's reference): matrix products through cuBLAS
+(`xp.matmul`), convolutions through cuDNN when cupy has it and otherwise as
+im2col plus one batched GEMM, pooling over strided windows. Operators without
+a lowering of their own run their numpy reference on cupy arrays, which numpy's
+array protocols dispatch to cupy. cupy is an optional extra (`pip install taso[gpu]`):
 without it, or without a GPU, this module imports and the model refuses to
 start with a message saying why.
 """
@@ -22,7 +22,6 @@ import numpy as np
 
 from taso.ir import Graph
 from taso.ops import get_op
-from taso.ops.conv import out_hw
 
 from . import CostModelUnavailable, register_cost_model
 from .cache import CostCache
@@ -59,120 +58,14 @@ def cudnn_module() -> Any | None:
         return None
 
 
-# ---- lowerings ---------------------------------------------------------------------
-def activate(xp, act: str, y):
-    if act == "none":
-        return y
-    if act == "relu":
-        return xp.maximum(y, 0)
-    if act == "sigmoid":
-        return 1 / (1 + xp.exp(-y))
-    if act == "tanh":
-        return xp.tanh(y)
-    raise ValueError(f"unknown activation {act!r}")
-
-
-def windows(xp, x, kernel, strides, pads, dilations, fill=0.0):
-    """A strided view of every window of an NCHW array: (N, C, OH, OW, KH, KW)."""
-    pt, pl, pb, pr = pads
-    xpad = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
-    n, c, h, w = xpad.shape
-    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
-    oh, ow = out_hw(x.shape[2:], kernel, strides, pads, dilations)
-    s = xpad.strides
-    return xp.lib.stride_tricks.as_strided(
-        xpad, (n, c, oh, ow, kh, kw), (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw))
-
-
-def conv2d_gemm(xp, x, w, strides, pads, dilations, groups):
-    """Grouped convolution as im2col (one copy of every window) and one batched
-    GEMM over the groups."""
-    n, _, _, _ = x.shape
-    o, cg, kh, kw = w.shape
-    win = windows(xp, x, (kh, kw), strides, pads, dilations)
-    oh, ow = win.shape[2], win.shape[3]
-    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
-    kern = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    y = xp.matmul(cols, kern)  # (groups, n*oh*ow, o/groups)
-    y = y.reshape(groups, n, oh, ow, o // groups).transpose(1, 0, 4, 2, 3)
-    return xp.ascontiguousarray(y.reshape(n, o, oh, ow))
-
-
-def conv2d_cudnn(cudnn, x, w, strides, pads, dilations, groups):
-    """Convolution by cuDNN; asymmetric pads are applied to the input first."""
-    pt, pl, pb, pr = pads
-    if (pt, pl) != (pb, pr):
-        x = cupy.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-        pt = pl = 0
-    oh, ow = out_hw(x.shape[2:], w.shape[2:], strides, (pt, pl, pt, pl), dilations)
-    y = cupy.empty((x.shape[0], w.shape[0], oh, ow), dtype=x.dtype)
-    cudnn.convolution_forward(x, w, None, y, (pt, pl), tuple(strides), tuple(dilations),
-                              groups, auto_tune=True, tensor_core="auto")
-    return y
-
-
-def lower_conv2d(xp, a, x, w, cudnn=None):
-    a = get_op("conv2d").resolve(a, (x.shape, w.shape))
-    args = (x, w, a["strides"], a["pads"], a["dilations"], a["groups"])
-    y = conv2d_cudnn(cudnn, *args) if cudnn is not None else conv2d_gemm(xp, *args)
-    return activate(xp, a["activation"], y)
-
-
-def lower_conv2d_bias(xp, a, x, w, b, cudnn=None):
-    y = lower_conv2d(xp, dict(a, activation="none"), x, w, cudnn)
-    return activate(xp, a["activation"], y + b.reshape(1, -1, 1, 1))
-
-
-def lower_maxpool2d(xp, a, x, cudnn=None):
-    a = get_op("maxpool2d").resolve(a, (x.shape,))
-    win = windows(xp, x, a["kernel"], a["strides"], a["pads"], (1, 1), fill=-np.inf)
-    return win.max(axis=(4, 5))
-
-
-def lower_avgpool2d(xp, a, x, cudnn=None):
-    a = get_op("avgpool2d").resolve(a, (x.shape,))
-    total = windows(xp, x, a["kernel"], a["strides"], a["pads"], (1, 1)).sum(axis=(4, 5))
-    if a["count_include_pad"]:
-        return total / (a["kernel"][0] * a["kernel"][1])
-    ones = xp.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
-    return total / windows(xp, ones, a["kernel"], a["strides"], a["pads"], (1, 1)).sum(
-        axis=(4, 5))
-
-
-def lower_matmul(xp, a, x, y, cudnn=None):
-    return activate(xp, a["activation"], xp.matmul(x, y))
-
-
-def lower_sigmoid(xp, a, x, cudnn=None):
-    return activate(xp, "sigmoid", x)  # in float32: the reference computes in float64
-
-
-def lower_erf(xp, a, x, cudnn=None):
-    from cupyx.scipy.special import erf  # the reference's erf is math.erf, host only
-
-    return erf(x)
-
-
-def lower_gelu(xp, a, x, cudnn=None):
-    return 0.5 * x * (1.0 + lower_erf(xp, a, x * (1.0 / 2.0 ** 0.5)))
-
-
-LOWERINGS: dict[str, Callable[..., Any]] = {
-    "conv2d": lower_conv2d, "conv2d_bias": lower_conv2d_bias, "maxpool2d": lower_maxpool2d,
-    "avgpool2d": lower_avgpool2d, "matmul": lower_matmul, "sigmoid": lower_sigmoid,
-    "erf": lower_erf, "gelu": lower_gelu,
-}
-
-
+# ---- running nodes through their lowerings (`Op.lower`) ------------------------------------
 def run_node(xp, op: str, a: dict[str, Any], xs: Sequence[Any], cudnn=None) -> list[Any]:
-    """Outputs of one node on arrays of module `xp`."""
-    if op in LOWERINGS:
-        out = LOWERINGS[op](xp, a, *xs, cudnn=cudnn)
-        return [out]
+    """Outputs of one node on arrays of module `xp`: the operator's lowering
+    (by default its numpy reference, which numpy's array protocols dispatch to
+    `xp`)."""
     if op == "opaque":
         raise NotImplementedError(f"no GPU lowering for the ONNX operator {a['onnx_type']}")
-    return get_op(op).run_ref(a, xs)  # numpy's array protocols dispatch to xp
+    return get_op(op).lower(xp, a, xs, cudnn)
 
 
 def run_graph(xp, graph: Graph, feeds: dict[str, Any], weights: dict[int, Any],

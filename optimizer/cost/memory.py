@@ -118,7 +118,7 @@ def traffic_bytes(graph: Graph) -> int:
 
 def output_bytes(op: str, attrs: dict[str, Any], shapes: list[Shape]) -> int:
     """Bytes one node's outputs allocate (float32); sources and views allocate none."""
-    if op in ("input", "weight", "reshape") or OPS[op].weight_only:
+    if op in ("input", "weight") or OPS[op].weight_only or OPS[op].view:
         return 0
     if op == "opaque":
         return sum(tensor_bytes(s, d) for s, d in zip(attrs["out_shapes"], attrs["out_dtypes"]))

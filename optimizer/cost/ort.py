@@ -28,6 +28,7 @@ import onnx
 
 from taso.ir import Graph
 from taso.onnx_io import export_onnx
+from taso.ops import OPS
 from taso.runtime import (
     VERSION,
     Runner,
@@ -253,9 +254,10 @@ class OrtCostModel(MeasuredCostModel):
     def layout_ms(self, graph: Graph) -> float:
         """Milliseconds of the reorders onnxruntime puts into the whole model
         `graph` (layout.py), which the timings of its convolutions leave out.
-        Only a model with convolutions has them."""
+        Only a model with operators run in the blocked layout (convolutions)
+        has them."""
         if not self.exclude_layout or not any(
-                n.op in ("conv2d", "conv2d_bias") or n.a.get("onnx_type") == "Conv"
+                OPS[n.op].blocked_layout or n.a.get("onnx_type") == "Conv"
                 for n in graph.topo_order()):
             return 0.0
         key = ("layout-of", graph.hash())  # the layout does not depend on weight values

@@ -35,6 +35,8 @@ class Opaque(Op):
     enclosing scope, fed by the last len(outer) inputs)."""
 
     name = "opaque"
+    kind = "opaque"
+    gen_attrs = ()
     inputs = ("*xs",)
     attrs = {"onnx_type": None, "domain": "", "onnx_attrs": (), "out_shapes": None,
              "out_dtypes": None, "opset": 0, "absent": (), "outer": ()}

@@ -1,15 +1,21 @@
 """The operator definition: one object per operator carries every part that reads it.
 
 An `Op` holds, side by side, an operator's signature (inputs, attributes and the
-values the generator enumerates), its shape rule, its float32 numpy reference,
-its fingerprint semantics (exact integers modulo `P`), its Z3 parameters, its
-ONNX export and its cost key. Operators register themselves in `OPS` by name;
-the generator, verifier, optimizer and ONNX exporter read only the registry.
+values the generator enumerates), its shape rule, its float32 numpy reference
+(and a GPU lowering against an array namespace), its fingerprint semantics
+(exact integers modulo `P`), its ONNX export, its cost key, FLOPs and fusion
+traits, its generator hints, how TASO's rule file spells it, and an example
+instance. Operators register themselves in `OPS` by name; the generator,
+verifier (whose generic laws read the traits: `pointwise`), cost models, rule
+readers and ONNX exporter read only the registry, so adding an operator touches
+its own module (and its tests). tests/test_op_traits.py runs every trait of
+every registered operator on its example.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -24,7 +30,17 @@ P = 2097143
 OPS: dict[str, Op] = {}
 ONNX_IMPORTERS: dict[str, Callable[..., Any]] = {}
 
+# The activations conv2d and matmul can fuse (their `activation` attribute):
+# each one names a registered pointwise operator (tests/test_op_traits.py).
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
+
+# What an operator is, for reports and benchmarks that group costs (`Op.kind`).
+KINDS = ("source", "conv", "matmul", "pool", "norm", "movement", "elementwise", "constant",
+         "opaque")
+
+# Inputs that are a layer's parameters in every model we know of: constants
+# when a cost model is not told (`Op.default_consts`).
+PARAMETER_INPUTS = ("w", "b", "scale", "bias", "mean", "var")
 
 
 class ShapeError(ValueError):
@@ -84,7 +100,6 @@ class Op:
     attrs: dict[str, Any] = {}  # attribute name -> default (None: required)
     gen_attrs: tuple[dict[str, Any], ...] = ({},)  # what the generator enumerates
     weight_only: bool = False  # a constant generator: no inputs, data from attrs
-    elementwise: bool = False  # a unary function applied to each element
     commutative: bool = False  # two inputs whose order does not matter
     positive: tuple[str, ...] = ()  # inputs defined only for positive values (a variance)
     input_ranks: dict[str, int] = {}  # inputs of one rank only (a conv's NCHW input: 4)
@@ -94,6 +109,31 @@ class Op:
     # graphs and rule patterns hold them non-negative (`normalize`), so that a
     # rule's axis variable means one thing to the matcher and to the proof.
     axes: dict[str, str] = {}
+
+    # ---- traits (each consumer asks the operator; defaults suit most) ---------
+    kind: str = ""  # one of KINDS: required, so a new operator says what it is
+    # y[i] = f(x[i]) for one input and no attributes: the verifier states the
+    # pointwise laws for it (commutes with concat and transpose, keeps sizes).
+    pointwise: bool = False
+    # A contraction (conv, matmul, gemm): the analytic model runs it below peak
+    # when small, and onnxruntime fuses the elementwise chain after it.
+    contraction: bool = False
+    epilogue: bool = False  # onnxruntime fuses it into a contraction's chain
+    arithmetic: bool = False  # one-element constant operands keep their value when timed
+    view: bool = False  # the output is the input reinterpreted: no work, no allocation
+    blocked_layout: bool = False  # onnxruntime runs it in its NCHWc layout on a CPU
+    # Generator hints: the operand rank it is applied to (None: any), the
+    # least spatial size of a windowed input (no rule true only because a window
+    # covers the input), its place (1, 2, ...) in TASO's operator set, the
+    # `--ops` default, whose order is the enumeration's (None: not in it), and
+    # the operator whose output it only ever takes apart (split: concat).
+    gen_rank: int | None = None
+    gen_min_spatial: int = 0
+    gen_default: int | None = None
+    undoes: str = ""
+    taso_type: int | None = None  # its number in TASO's OpType (graph_subst.pb)
+    # An instance for tests/test_op_traits.py: attributes and input shapes.
+    example: tuple[dict[str, Any], tuple[Shape, ...]] | None = None
 
     # ---- signature -----------------------------------------------------------
     @property
@@ -195,13 +235,59 @@ class Op:
         em.tmp(hint) -> name)."""
         raise NotImplementedError(f"{self.name} has no ONNX export")
 
-    def z3_params(self, a: dict[str, Any]) -> tuple[int, ...]:
-        """The integer parameters of this operator's Z3 function symbols."""
-        return tuple(_ints(v) for v in a.values() for v in _flat(v))
+    def lower(self, xp: Any, a: dict[str, Any], xs: Sequence[Any], cudnn: Any = None) -> list:
+        """Outputs on arrays of the array module `xp` (the GPU cost model's
+        cupy): by default the numpy reference, which numpy's array protocols
+        dispatch to `xp`; an operator overrides it where the reference would
+        leave the device or compute in float64."""
+        return self.run_ref(a, xs)
 
+    # ---- cost ----------------------------------------------------------------
     def cost_key(self, a: dict[str, Any], shapes: Sequence[Shape]) -> tuple:
         """What identifies one measurable instance of the operator."""
         return (self.name, tuple(sorted(a.items())), tuple(tuple(s) for s in shapes))
+
+    def flops(self, a: dict[str, Any], shapes: Sequence[Shape], outs: Sequence[Shape]) -> int:
+        """Arithmetic operations of one run (the analytic model): one per output
+        element unless the operator says otherwise (none for a view)."""
+        return 0 if self.view else sum(size(s) for s in outs)
+
+    def moved(self, a: dict[str, Any], shapes: Sequence[Shape], outs: Sequence[Shape]) -> int:
+        """Elements read and written by one run: every input and output (none
+        for a view)."""
+        return 0 if self.view else sum(size(s) for s in shapes) + sum(size(s) for s in outs)
+
+    def default_consts(self, shapes: Sequence[Shape]) -> tuple[bool, ...]:
+        """Which inputs are constants when a cost model is not told: a layer's
+        parameters (`PARAMETER_INPUTS`)."""
+        names = self.inputs
+        return tuple(i < len(names) and names[i] in PARAMETER_INPUTS for i in range(len(shapes)))
+
+    # ---- generator hints -----------------------------------------------------
+    def gen_concrete(self, a: dict[str, Any], shapes: Sequence[Shape]) -> dict[str, Any] | None:
+        """The generator's attributes for these operand shapes, or None where the
+        operator should not be applied to them."""
+        return a
+
+    def gen_const_shapes(self, shapes: Sequence[Shape]) -> list[Shape]:
+        """The shapes a constant generator is enumerated at, from the family's."""
+        return list(shapes)
+
+    def gen_pattern_attrs(self, a: dict[str, Any], shapes: Sequence[Shape],
+                          refs: Sequence[Any]) -> dict[str, Any]:
+        """Attributes as a generated rule states them: a value the generator
+        derived from an operand's size is named as that size ({"dim": ...})."""
+        return a
+
+    # ---- TASO's rule file ----------------------------------------------------
+    def from_taso(self, p: dict[str, int]) -> tuple[dict[str, Any], int | None]:
+        """Attributes from TASO's parameters, and the rank of the operands."""
+        raise NotImplementedError(f"TASO operator {self.name} in a rule is not supported by "
+                                  "the reader")
+
+    def dim_source(self, a: dict[str, Any], axis: int) -> tuple[int, int] | None:
+        """(input, axis) whose size output axis `axis` always has, where known."""
+        return None
 
     # ---- builder -------------------------------------------------------------
     def build(self, g: Any, *args: Any, **kw: Any) -> Any:
@@ -221,11 +307,14 @@ class Op:
         outs = g.add_node(self.name, ins, **kw)
         return outs[0] if len(outs) == 1 else outs
 
+
+
 class ConstantOp(Op):
     """A weight-only generator: no inputs, its value a function of its attributes."""
 
     inputs = ()
     weight_only = True
+    kind = "constant"
     attrs = {"shape": None}
 
     def value(self, a: dict[str, Any]) -> np.ndarray:
@@ -265,19 +354,8 @@ def _fmt_shapes(shapes: Sequence[Shape]) -> str:
     return "(" + ", ".join("x".join(map(str, s)) if s else "scalar" for s in shapes) + ")"
 
 
-def _flat(v: Any) -> list:
-    return [u for w in v for u in _flat(w)] if isinstance(v, tuple) else [v]
-
-
-_CODES = {s: i for i, s in enumerate(ACTIVATIONS)}
-
-
-def _ints(v: Any) -> int:
-    if isinstance(v, str):
-        return _CODES.get(v, sum(ord(c) for c in v))
-    if isinstance(v, float):
-        return int(round(v * 1000))
-    return int(v)
+def size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 # ---- modular arithmetic helpers ----------------------------------------------
@@ -301,6 +379,33 @@ def poly(coeffs: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
         return acc
 
     return f
+
+
+def residue(value: float) -> int:
+    """A float as an exact residue: a binary fraction n / 2^k becomes n * inv(2^k)."""
+    f = Fraction(value)
+    return int(f.numerator) % P * inv(f.denominator) % P
+
+
+def inv_array(x: np.ndarray) -> np.ndarray:
+    """Elementwise inverse modulo P by Fermat's little theorem (0 maps to 0)."""
+    out, base, e = np.ones_like(x, dtype=np.int64), mod(x), P - 2
+    while e:
+        if e & 1:
+            out = mod(out * base)
+        base = mod(base * base)
+        e >>= 1
+    return out
+
+
+def f32(x: Any) -> np.ndarray:
+    return as_array(x).astype(np.float32)
+
+
+def f32_attr(v: float) -> float:
+    """A float attribute as ONNX stores it (float32), so export and re-import
+    give back the same attribute and the reference uses the exported value."""
+    return float(np.float32(v))
 
 
 def check(cond: bool, msg: str) -> None:

@@ -1,13 +1,25 @@
-"""Convolution and pooling (NCHW, OIHW kernels, pads in ONNX order top, left,
-bottom, right), kernel enlargement and the conv-shaped constants."""
+"""Convolution (NCHW, OIHW kernels, pads in ONNX order top, left, bottom,
+right), kernel enlargement and the conv-shaped constants; the window helpers
+pooling shares, for numpy and for the GPU's array module."""
 
 from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import ConstantOp, Op, ShapeError, check, inv, mod, onnx_importer, poly, register
-from .elementwise import ACT_ONNX, activate, emit_with_activation, normalize_activation
+from .activation import activate, activate_xp, emit_with_activation, normalize_activation
+from .base import (
+    ACTIVATIONS,
+    ConstantOp,
+    Op,
+    ShapeError,
+    check,
+    inv,
+    mod,
+    onnx_importer,
+    register,
+    size,
+)
 
 
 def same_pads(in_hw, kernel, strides, dilations) -> tuple[int, int, int, int]:
@@ -74,6 +86,47 @@ def conv_core(x, w, strides, pads, dilations, groups):
     return out.reshape(n, o, oh, ow)
 
 
+# ---- the GPU lowering: the same windows on any array module --------------------------------
+def windows_xp(xp, x, kernel, strides, pads, dilations, fill=0.0):
+    """A strided view of every window of an NCHW array: (N, C, OH, OW, KH, KW)."""
+    pt, pl, pb, pr = pads
+    xpad = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    n, c, h, w = xpad.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    oh, ow = out_hw(x.shape[2:], kernel, strides, pads, dilations)
+    s = xpad.strides
+    return xp.lib.stride_tricks.as_strided(
+        xpad, (n, c, oh, ow, kh, kw), (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw))
+
+
+def conv2d_gemm(xp, x, w, strides, pads, dilations, groups):
+    """Grouped convolution as im2col (one copy of every window) and one batched
+    GEMM over the groups."""
+    n, _, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    win = windows_xp(xp, x, (kh, kw), strides, pads, dilations)
+    oh, ow = win.shape[2], win.shape[3]
+    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
+    kern = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
+    y = xp.matmul(cols, kern)  # (groups, n*oh*ow, o/groups)
+    y = y.reshape(groups, n, oh, ow, o // groups).transpose(1, 0, 4, 2, 3)
+    return xp.ascontiguousarray(y.reshape(n, o, oh, ow))
+
+
+def conv2d_cudnn(xp, cudnn, x, w, strides, pads, dilations, groups):
+    """Convolution by cuDNN; asymmetric pads are applied to the input first."""
+    pt, pl, pb, pr = pads
+    if (pt, pl) != (pb, pr):
+        x = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+        pt = pl = 0
+    oh, ow = out_hw(x.shape[2:], w.shape[2:], strides, (pt, pl, pt, pl), dilations)
+    y = xp.empty((x.shape[0], w.shape[0], oh, ow), dtype=x.dtype)
+    cudnn.convolution_forward(x, w, None, y, (pt, pl), tuple(strides), tuple(dilations),
+                              groups, auto_tune=True, tensor_core="auto")
+    return y
+
+
 @register
 class Conv2d(Op):
     name = "conv2d"
@@ -83,9 +136,17 @@ class Conv2d(Op):
              "activation": "none"}
     gen_attrs = tuple({"strides": (1, 1), "pads": "same", "activation": act}
                       for act in ("none", "relu"))
+    kind = "conv"
+    contraction = True
+    blocked_layout = True
+    gen_default = 2
+    gen_min_spatial = 3  # the largest window enumerated
+    taso_type = 3
+    example = ({"pads": (1, 1, 1, 1), "groups": 2, "activation": "relu"},
+               ((1, 4, 5, 5), (6, 2, 3, 3)))
 
     def resolve(self, a, shapes):
-        x, w = shapes
+        x, w = shapes[:2]
         if isinstance(a["pads"], str) or len(a["pads"]) == 2:
             a = dict(a, pads=resolve_pads(a["pads"], x[2:], w[2:], a["strides"],
                                           a["dilations"]))
@@ -99,7 +160,7 @@ class Conv2d(Op):
               f"groups={g} must divide input channels {x[1]} and output channels {w[0]}")
         check(x[1] == w[1] * g, f"input channels {x[1]} != kernel channels {w[1]} x groups {g}")
         check(min(a["strides"]) >= 1 and min(a["dilations"]) >= 1, "bad strides or dilations")
-        check(a["activation"] in ACT_ONNX or a["activation"] == "none", "bad activation")
+        check(a["activation"] in ACTIVATIONS, "bad activation")
         return (x[0], w[0], *out_hw(x[2:], w[2:], a["strides"], a["pads"], a["dilations"]))
 
     def _conv(self, a, x, w, fp):
@@ -122,11 +183,53 @@ class Conv2d(Op):
 
     def build(self, g, input, weight, strides=(1, 1), padding=(0, 0, 0, 0),
               dilations=(1, 1), groups=1, activation=None):
+        return self._add(g, [input, weight], strides, padding, dilations, groups, activation)
+
+    def _add(self, g, ins, strides, padding, dilations, groups, activation):
+        """The node on `ins` (input, kernel, ...) with pads resolved ("same")."""
         a = self.resolve({"pads": padding, "strides": tuple(strides),
-                          "dilations": tuple(dilations)}, (input.shape, weight.shape))
-        return g.add_node(self.name, [input, weight], strides=strides, pads=a["pads"],
+                          "dilations": tuple(dilations)}, (ins[0].shape, ins[1].shape))
+        return g.add_node(self.name, ins, strides=strides, pads=a["pads"],
                           dilations=dilations, groups=groups,
                           activation=normalize_activation(activation))[0]
+
+    def lower(self, xp, a, xs, cudnn=None):
+        x, w = xs[:2]
+        a = self.resolve(a, (x.shape, w.shape))
+        args = (x, w, a["strides"], a["pads"], a["dilations"], a["groups"])
+        y = conv2d_cudnn(xp, cudnn, *args) if cudnn is not None else conv2d_gemm(xp, *args)
+        return [activate_xp(xp, a["activation"], y)]
+
+    def flops(self, a, shapes, outs):
+        # Multiply-adds x 2 (each output reduces over a kernel's C/groups x KH x KW),
+        # and one operation per output for a fused activation.
+        w, out = shapes[1], size(outs[0])
+        return 2 * out * w[1] * w[2] * w[3] + (out if a["activation"] != "none" else 0)
+
+    def gen_concrete(self, a, shapes):
+        x, w = shapes
+        if len(x) != 4 or len(w) != 4 or w[1] == 0 or x[1] % w[1]:
+            return None
+        return dict(a, groups=x[1] // w[1])  # TASO infers groups from the channels
+
+    def gen_pattern_attrs(self, a, shapes, refs):
+        if a.get("groups", 1) != 1 and shapes[1][1] == 1:
+            return dict(a, groups={"dim": (refs[0], 1)})  # depthwise: a group per channel
+        return a
+
+    def from_taso(self, p):
+        return {"strides": (p.get("stride_h", 1), p.get("stride_w", 1)),
+                "pads": TASO_PAD[p.get("pad", 0)],
+                "activation": TASO_ACTIVATION[p.get("acti", 0)]}, 4
+
+    def dim_source(self, a, axis):
+        # batch from the input, channels from the kernel's axis 0
+        return {0: (0, 0), 1: (1, 0)}.get(axis)
+
+
+# TASO's PaddingMode and ActiMode enumerations (graph_subst.pb parameters).
+TASO_PAD = {0: "same", 1: "valid"}
+TASO_ACTIVATION = {0: "none", 1: "sigmoid", 2: "relu", 3: "tanh"}
 
 
 @register
@@ -138,6 +241,14 @@ class Enlarge(Op):
     input_ranks = {"w": 4}
     attrs = {"kernel": None}
     gen_attrs = ({"kernel": (3, 3)},)
+    kind = "conv"
+    gen_default = 11
+    taso_type = 20
+    example = ({"kernel": (5, 3)}, ((4, 2, 1, 3),))
+
+    def gen_concrete(self, a, shapes):
+        # the identity at the enlarged size: a rule using it would hold there only
+        return None if tuple(shapes[0][2:]) == tuple(a["kernel"]) else a
 
     def _pads(self, a, w):
         (kh, kw), (h, wd) = a["kernel"], w[2:]
@@ -167,6 +278,9 @@ class ConstIconv(ConstantOp):
     """Identity conv kernel (C, C, KH, KW): conv with it (same pads) returns its input."""
 
     name = "const_iconv"
+    gen_default = 14
+    taso_type = 23
+    example = ({"shape": (2, 2, 3, 3)}, ())
 
     def shape(self, a):
         s = a["shape"]
@@ -187,6 +301,14 @@ class ConstPool(ConstantOp):
     average pool that counts padding."""
 
     name = "const_pool"
+    gen_default = 13
+    taso_type = 25
+    example = ({"shape": (3, 1, 3, 2)}, ())
+
+    def gen_const_shapes(self, shapes):
+        """Averaging kernels (C, 1, KH, KW) for the family's 4-D tensors (a 1x1 one
+        is all ones: nothing to average)."""
+        return sorted({(s[1], 1, s[2], s[3]) for s in shapes if len(s) == 4 and s[2] * s[3] > 1})
 
     def shape(self, a):
         check(len(a["shape"]) == 4 and a["shape"][1] == 1, "const_pool shape must be (C,1,KH,KW)")
@@ -197,89 +319,6 @@ class ConstPool(ConstantOp):
 
     def fp(self, a):
         return np.full(a["shape"], inv(a["shape"][2] * a["shape"][3]), np.int64)
-
-
-# Max pooling has no polynomial form; its fingerprint sums a fixed cubic over the
-# window, which keeps what max pooling commutes with (channel concat and split,
-# batch concat) and nothing more.
-_MAXPOOL_POLY = poly([1, 0, 2, 5])
-
-
-class _Pool(Op):
-    inputs = ("x",)
-    input_ranks = {"x": 4}
-    attrs = {"kernel": None, "strides": (1, 1), "pads": (0, 0, 0, 0)}
-    gen_attrs = ({"kernel": (3, 3), "strides": (1, 1), "pads": "same"},)
-
-    def resolve(self, a, shapes):
-        if isinstance(a["pads"], str) or len(a["pads"]) == 2:
-            a = dict(a, pads=resolve_pads(a["pads"], shapes[0][2:], a["kernel"], a["strides"],
-                                          (1, 1)))
-        return a
-
-    def shape(self, a, x):
-        check(len(x) == 4, "pooling takes a 4-D input")
-        a = self.resolve(a, (x,))
-        check(max(a["pads"][0], a["pads"][2]) < a["kernel"][0]
-              and max(a["pads"][1], a["pads"][3]) < a["kernel"][1], "pad must be < kernel")
-        return (x[0], x[1], *out_hw(x[2:], a["kernel"], a["strides"], a["pads"], (1, 1)))
-
-    def _onnx_attrs(self, a, shapes):
-        a = self.resolve(a, shapes)
-        return dict(kernel_shape=list(a["kernel"]), strides=list(a["strides"]),
-                    pads=list(a["pads"]))
-
-    def build(self, g, input, kernel, strides=(1, 1), padding=(0, 0, 0, 0), **kw):
-        a = self.resolve({"pads": padding, "kernel": tuple(kernel), "strides": tuple(strides)},
-                         (input.shape,))
-        return g.add_node(self.name, [input], kernel=kernel, strides=strides, pads=a["pads"],
-                          **kw)[0]
-
-
-@register
-class MaxPool2d(_Pool):
-    name = "maxpool2d"
-
-    def ref(self, a, x):
-        a = self.resolve(a, (x.shape,))
-        return windows(x, a["kernel"], a["strides"], a["pads"], (1, 1), -np.inf).max((4, 5))
-
-    def fp(self, a, x):
-        a = self.resolve(a, (x.shape,))
-        mask = windows(np.ones_like(x), a["kernel"], a["strides"], a["pads"], (1, 1))
-        win = windows(x, a["kernel"], a["strides"], a["pads"], (1, 1))
-        return mod((_MAXPOOL_POLY(win) * mask).sum((4, 5)))
-
-    def onnx(self, a, em, ins, outs, shapes):
-        em.node("MaxPool", ins, outs, **self._onnx_attrs(a, shapes))
-
-
-@register
-class AvgPool2d(_Pool):
-    name = "avgpool2d"
-    attrs = {**_Pool.attrs, "count_include_pad": 1}
-
-    def _counts(self, a, shape):
-        if a["count_include_pad"]:
-            return np.full((1,), a["kernel"][0] * a["kernel"][1])
-        ones = np.ones((1, 1, *shape[2:]), np.int64)
-        return windows(ones, a["kernel"], a["strides"], a["pads"], (1, 1)).sum((4, 5))
-
-    def ref(self, a, x):
-        a = self.resolve(a, (x.shape,))
-        s = windows(x, a["kernel"], a["strides"], a["pads"], (1, 1)).sum((4, 5))
-        return (s / self._counts(a, x.shape)).astype(np.float32)
-
-    def fp(self, a, x):
-        a = self.resolve(a, (x.shape,))
-        s = mod(windows(x, a["kernel"], a["strides"], a["pads"], (1, 1)).sum((4, 5)))
-        counts = self._counts(a, x.shape)
-        inverses = np.vectorize(inv, otypes=[np.int64])(counts)
-        return mod(s * inverses)
-
-    def onnx(self, a, em, ins, outs, shapes):
-        em.node("AveragePool", ins, outs, count_include_pad=int(a["count_include_pad"]),
-                **self._onnx_attrs(a, shapes))
 
 
 # ---- ONNX import ------------------------------------------------------------------
@@ -319,25 +358,3 @@ def _import_conv(ctx):
     if b is not None:  # the bias, broadcast over batch and space
         y = ctx.g.add(y, ctx.g.reshape(b, (1, w.shape[0], 1, 1)))
     return [y]
-
-
-def _import_pool(ctx, op: str, **attrs):
-    x = ctx.inputs[0]
-    if (len(x.shape) != 4 or ctx.attr("ceil_mode", 0)
-            or len([o for o in ctx.node.output if o]) > 1):  # MaxPool's indices
-        return None
-    kernel = tuple(ctx.attr("kernel_shape"))
-    strides, dilations, pads = _onnx_window(ctx, x, kernel)
-    if dilations != (1, 1):
-        return None
-    return [ctx.g.add_node(op, [x], kernel=kernel, strides=strides, pads=pads, **attrs)[0]]
-
-
-@onnx_importer("MaxPool")
-def _import_maxpool(ctx):
-    return _import_pool(ctx, "maxpool2d")
-
-
-@onnx_importer("AveragePool")
-def _import_avgpool(ctx):
-    return _import_pool(ctx, "avgpool2d", count_include_pad=ctx.attr("count_include_pad", 0))

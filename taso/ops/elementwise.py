@@ -1,55 +1,21 @@
-"""Elementwise operators: same-shape binary ops, activations, scalar multiply, and
-broadcasting arithmetic."""
+"""Elementwise arithmetic: same-shape binary ops (TASO's), scalar multiply, and
+broadcasting arithmetic. (Unary ones, the activations among them: activation.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .base import Op, ShapeError, check, mod, onnx_importer, poly, register
-
-# Each activation's fingerprint is its own fixed polynomial: distinct, non-linear,
-# so no linear identity holds for it by accident.
-ACT_POLY = {
-    "relu": poly([1, 3, 7]),  # x^2 + 3x + 7
-    "sigmoid": poly([2, 5, 11]),
-    "tanh": poly([3, 1, 0, 13]),
-}
-ACT_REF = {
-    "relu": lambda x: np.maximum(x, 0).astype(np.float32),
-    "sigmoid": lambda x: (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32),
-    "tanh": lambda x: np.tanh(x).astype(np.float32),
-}
-ACT_ONNX = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+from .base import Op, ShapeError, check, inv_array, mod, onnx_importer, register
 
 
-def activate(act: str, x: np.ndarray, fp: bool = False) -> np.ndarray:
-    """Apply a fused activation ("none" is identity) under either semantics."""
-    if act == "none":
-        return x
-    return (ACT_POLY if fp else ACT_REF)[act](x)
-
-
-def emit_with_activation(em, act: str, op_type: str, ins, outs, **attrs) -> None:
-    """Emit `op_type` and, if fused, the activation node after it."""
-    if act == "none":
-        em.node(op_type, ins, outs, **attrs)
-    else:
-        t = em.tmp(op_type.lower())
-        em.node(op_type, ins, [t], **attrs)
-        em.node(ACT_ONNX[act], [t], outs)
-
-
-def normalize_activation(act) -> str:
-    a = "none" if act is None else str(act).lower()
-    a = {"ac_mode_none": "none", "ac_mode_relu": "relu", "ac_mode_sigmoid": "sigmoid",
-         "ac_mode_tanh": "tanh"}.get(a, a)
-    if a not in ("none", *ACT_POLY):
-        raise ShapeError(f"unknown activation {act!r}")
-    return a
-
-
-class _SameShapeBinary(Op):
+class _Arithmetic(Op):
     inputs = ("x", "y")
+    kind = "elementwise"
+    arithmetic = True
+    epilogue = True
+    example = ({}, ((2, 3), (2, 3)))
+
+class _SameShapeBinary(_Arithmetic):
     onnx_type = ""
 
     def shape(self, a, x, y):
@@ -59,10 +25,18 @@ class _SameShapeBinary(Op):
     def onnx(self, a, em, ins, outs, shapes):
         em.node(self.onnx_type, ins, outs)
 
+    def from_taso(self, p):
+        return {}, None
+
+    def dim_source(self, a, axis):
+        return (0, axis)
+
 
 @register
 class EwAdd(_SameShapeBinary):
     name = "ewadd"
+    gen_default = 3
+    taso_type = 16
     commutative = True
     onnx_type = "Add"
 
@@ -76,6 +50,8 @@ class EwAdd(_SameShapeBinary):
 @register
 class EwMul(_SameShapeBinary):
     name = "ewmul"
+    gen_default = 4
+    taso_type = 17
     commutative = True
     onnx_type = "Mul"
 
@@ -86,44 +62,16 @@ class EwMul(_SameShapeBinary):
         return mod(x * y)
 
 
-class _Activation(Op):
-    inputs = ("x",)
-    elementwise = True
-
-    def shape(self, a, x):
-        return x
-
-    def ref(self, a, x):
-        return ACT_REF[self.name](x)
-
-    def fp(self, a, x):
-        return ACT_POLY[self.name](x)
-
-    def onnx(self, a, em, ins, outs, shapes):
-        em.node(ACT_ONNX[self.name], ins, outs)
-
-
 @register
-class Relu(_Activation):
-    name = "relu"
-
-
-@register
-class Sigmoid(_Activation):
-    name = "sigmoid"
-
-
-@register
-class Tanh(_Activation):
-    name = "tanh"
-
-
-@register
-class ScalarMul(Op):
+class ScalarMul(_Arithmetic):
     """TASO's MUL: a tensor times a 0-d scalar tensor."""
 
     name = "scalar_mul"
     inputs = ("x", "s")
+    input_ranks = {"s": 0}
+    gen_default = 12
+    taso_type = 19
+    example = ({}, ((2, 3), ()))
 
     def shape(self, a, x, s):
         check(s == (), f"the scalar operand must be 0-d, got {s}")
@@ -138,12 +86,15 @@ class ScalarMul(Op):
     def onnx(self, a, em, ins, outs, shapes):
         em.node("Mul", ins, outs)
 
+    from_taso = _SameShapeBinary.from_taso
+    dim_source = _SameShapeBinary.dim_source
 
-class _Broadcast(Op):
+
+class _Broadcast(_Arithmetic):
     """Numpy/ONNX multidirectional broadcasting arithmetic."""
 
-    inputs = ("x", "y")
     onnx_type = ""
+    example = ({}, ((2, 3, 4), (4,)))
     same_shape_op = ""  # the same-shape operator the builder prefers
 
     def shape(self, a, x, y):
@@ -208,9 +159,13 @@ class Mul(_Broadcast):
 class Div(_Broadcast):
     name = "div"
     onnx_type = "Div"
+    gen_attrs = ()  # a zero divisor has no residue: not generated over
 
     def ref(self, a, x, y):
         return (x / y).astype(np.float32)
+
+    def fp(self, a, x, y):
+        return mod(x * inv_array(y))
 
 
 # ---- ONNX import ------------------------------------------------------------------
@@ -219,8 +174,3 @@ def _import_arithmetic(ctx):
     # The builders pick the same-shape or scalar operator where it applies.
     x, y = ctx.inputs
     return [getattr(ctx.g, ctx.node.op_type.lower())(x, y)]
-
-
-@onnx_importer("Relu", "Sigmoid", "Tanh")
-def _import_activation(ctx):
-    return [ctx.g.add_node(ctx.node.op_type.lower(), ctx.inputs)[0]]

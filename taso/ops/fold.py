@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .activation import activate, activate_xp
 from .base import Op, check, mod, register
 from .conv import Conv2d
-from .elementwise import activate, emit_with_activation, normalize_activation
-from .nn import _rsqrt_fp
+from .norm import rsqrt_fp
 
 
 def _bn_factor(scale: np.ndarray, var: np.ndarray, eps: float) -> np.ndarray:
@@ -21,36 +21,31 @@ def _bn_factor(scale: np.ndarray, var: np.ndarray, eps: float) -> np.ndarray:
 
 
 def _bn_factor_fp(scale: np.ndarray, var: np.ndarray, eps: float) -> np.ndarray:
-    return mod(scale * _rsqrt_fp(var, eps))
+    return mod(scale * rsqrt_fp(var, eps))
 
 
 @register
-class Conv2dBias(Op):
+class Conv2dBias(Conv2d):
     """conv2d(x, w) + b per output channel, then the fused activation (ONNX Conv
-    with its bias input)."""
+    with its bias input): conv2d's attributes, shape rule, export and cost."""
 
     name = "conv2d_bias"
     inputs = ("x", "w", "b")
     input_ranks = {"x": 4, "w": 4, "b": 1}
-    attrs = dict(Conv2d.attrs)
     gen_attrs = ()
-
-    @property
-    def _conv(self) -> Conv2d:
-        from .base import OPS
-        return OPS["conv2d"]
-
-    def resolve(self, a, shapes):
-        return self._conv.resolve(a, shapes[:2])
+    gen_default = None
+    taso_type = None
+    example = ({"pads": (1, 1, 1, 1), "activation": "relu"},
+               ((1, 4, 6, 6), (8, 4, 3, 3), (8,)))
 
     def shape(self, a, x, w, b):
         check(b == (w[0],) if len(w) == 4 else False,
               f"bias must have shape ({w[0] if w else '?'},), got {b}")
-        return self._conv.shape(a, x, w)
+        return super().shape(a, x, w)
 
     def _run(self, a, x, w, b, fp):
         lin = dict(a, activation="none")
-        y = (self._conv.fp if fp else self._conv.ref)(lin, x, w)
+        y = (super().fp if fp else super().ref)(lin, x, w)
         y = y + b.reshape(1, -1, 1, 1)
         return activate(a["activation"], mod(y) if fp else y.astype(np.float32), fp)
 
@@ -60,20 +55,14 @@ class Conv2dBias(Op):
     def fp(self, a, x, w, b):
         return self._run(a, x, w, b, fp=True)
 
-    def onnx(self, a, em, ins, outs, shapes):
-        a = self.resolve(a, shapes)
-        emit_with_activation(em, a["activation"], "Conv", ins, outs,
-                             strides=list(a["strides"]), pads=list(a["pads"]),
-                             dilations=list(a["dilations"]), group=a["groups"],
-                             kernel_shape=list(shapes[1][2:]))
+    def lower(self, xp, a, xs, cudnn=None):
+        y = super().lower(xp, dict(a, activation="none"), xs[:2], cudnn)[0]
+        return [activate_xp(xp, a["activation"], y + xs[2].reshape(1, -1, 1, 1))]
 
     def build(self, g, input, weight, bias, strides=(1, 1), padding=(0, 0, 0, 0),
               dilations=(1, 1), groups=1, activation=None):
-        a = self.resolve({"pads": padding, "strides": tuple(strides),
-                          "dilations": tuple(dilations)}, (input.shape, weight.shape))
-        return g.add_node(self.name, [input, weight, bias], strides=strides, pads=a["pads"],
-                          dilations=dilations, groups=groups,
-                          activation=normalize_activation(activation))[0]
+        return self._add(g, [input, weight, bias], strides, padding, dilations, groups,
+                         activation)
 
 
 @register
@@ -87,6 +76,8 @@ class BnKernel(Op):
     positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
+    kind = "norm"
+    example = ({"epsilon": 1e-3}, ((3, 2, 1, 1), (3,), (3,)))
 
     def shape(self, a, w, scale, var):
         check(len(w) >= 2 and scale == (w[0],) and var == (w[0],),
@@ -119,6 +110,8 @@ class BnBias(Op):
     positive = ("var",)
     attrs = {"epsilon": 1e-5}
     gen_attrs = ()
+    kind = "norm"
+    example = ({}, ((3,), (3,), (3,), (3,)))
 
     def shape(self, a, scale, bias, mean, var):
         check(len(scale) == 1 and scale == bias == mean == var,
@@ -158,6 +151,8 @@ class MergeGconv(Op):
     input_ranks = {"w": 4}
     attrs = {"groups": None, "count": None}
     gen_attrs = ()
+    kind = "conv"
+    example = ({"groups": 4, "count": 2}, ((8, 1, 3, 3),))
 
     def shape(self, a, w):
         g, c = a["groups"], a["count"]
@@ -177,3 +172,16 @@ class MergeGconv(Op):
         return out
 
     fp = ref
+
+    def onnx(self, a, em, ins, outs, shapes):
+        # Each kernel repeated `count` times along its channels, the copies off
+        # its own group's slot masked to zero.
+        o, cg = shapes[0][0], shapes[0][1]
+        mask = np.zeros((o, cg * a["count"], 1, 1), np.float32)
+        for oc in range(o):
+            slot = (oc // (o // a["groups"])) % a["count"]
+            mask[oc, slot * cg:(slot + 1) * cg] = 1
+        tiled = em.tmp("merge_gconv")
+        em.node("Tile", [ins[0], em.const(np.array([1, a["count"], 1, 1], np.int64), "repeats")],
+                [tiled])
+        em.node("Mul", [tiled, em.const(mask, "mask")], outs)

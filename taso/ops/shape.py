@@ -12,6 +12,13 @@ def _axis(axis: int, rank: int) -> int:
     return axis % rank
 
 
+def norm_axes(axes, rank: int) -> tuple[int, ...]:
+    """Distinct axes made non-negative, in order."""
+    axes = tuple(_axis(int(a), rank) for a in axes)
+    check(len(set(axes)) == len(axes), f"repeated axes {axes}")
+    return tuple(sorted(axes))
+
+
 @register
 class Concat(Op):
     name = "concat"
@@ -19,6 +26,13 @@ class Concat(Op):
     attrs = {"axis": None}
     axes = {"axis": "in"}
     gen_attrs = ({"axis": 0}, {"axis": 1})
+    kind = "movement"
+    gen_default = 8
+    taso_type = 12
+    example = ({"axis": 1}, ((2, 3), (2, 1), (2, 2)))
+
+    def from_taso(self, p):
+        return {"axis": p["axis"]}, p.get("numdim")
 
     def shape(self, a, *xs):
         rank = len(xs[0])
@@ -50,6 +64,14 @@ class Split(Op):
     axes = {"axis": "in"}
     # The generator splits a tensor back into the parts a concat made of it.
     gen_attrs = ()
+    undoes = "concat"
+    kind = "movement"
+    gen_default = 9
+    taso_type = 13
+    example = ({"axis": 1, "sizes": (2, 3)}, ((3, 5, 4),))
+
+    def from_taso(self, p):
+        return {"axis": p["axis"]}, None  # its sizes: the reader traces its concat
 
     def num_outputs(self, a):
         return len(a["sizes"])
@@ -83,6 +105,11 @@ class Transpose(Op):
     inputs = ("x",)
     attrs = {"perm": None}
     gen_attrs = ({"perm": (1, 0)},)
+    kind = "movement"
+    gen_rank = 2
+    gen_default = 10
+    taso_type = 15
+    example = ({"perm": (0, 2, 1)}, ((2, 3, 4),))
 
     def shape(self, a, x):
         check(sorted(a["perm"]) == list(range(len(x))), f"bad permutation {a['perm']}")
@@ -106,6 +133,9 @@ class Reshape(Op):
     inputs = ("x",)
     attrs = {"shape": None}
     gen_attrs = ()  # a target shape is the model's to choose; the generator has none
+    kind = "movement"
+    view = True
+    example = ({"shape": (3, 8)}, ((2, 3, 4),))
 
     def shape(self, a, x):
         s = tuple(a["shape"])

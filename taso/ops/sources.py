@@ -10,6 +10,8 @@ from .base import Op, register
 class _Source(Op):
     inputs = ()
     attrs = {"shape": None, "dtype": "float32"}
+    kind = "source"
+    gen_attrs = ()
 
     def shape(self, a):
         return a["shape"]
