@@ -160,18 +160,25 @@ class LocalExecutor:
             p.kill()
         for p in procs:
             p.join(5)
-        # Nothing reads the call queue now: close our end of its pipe, so that its
-        # feeder thread, blocked writing a large task, fails instead of blocking
-        # the pool's shutdown (and the interpreter's exit) forever.
-        call_queue = getattr(self._pool, "_call_queue", None)
-        if call_queue is not None:
-            call_queue._reader.close()
         manager = getattr(self._pool, "_executor_manager_thread", None)
         self._pool.shutdown(wait=False, cancel_futures=True)
         # Let the pool's manager thread see its workers gone and close its
         # pipes before the interpreter exits: otherwise the pool's exit hook
         # can write to a closed pipe and print a traceback after our one line.
-        if manager is not None:
+        if manager is None:
+            return
+        manager.join(5)
+        if manager.is_alive():
+            # Stuck: the call queue's feeder blocks writing a task no worker
+            # will read. Closing our end of that pipe fails the write. Only now:
+            # the manager closes it itself on its usual way out, and two closes
+            # at once fail one of them with a traceback.
+            call_queue = getattr(self._pool, "_call_queue", None)
+            try:
+                if call_queue is not None:
+                    call_queue._reader.close()
+            except OSError:
+                pass
             manager.join(5)
 
 

@@ -82,17 +82,21 @@ def refute(rule, seeds: int = 200, time_limit: float = 10.0,
     domains = attribute_domains(rule)
     conds = [*rule_conditions(rule), *axis_conditions(rule)]
     # Sizes the rule names (a group count of 16 needs 16 channels) join the
-    # small ones; every fourth draw also takes larger sizes (a product whose
-    # inner size is a sum of parts), and every fourth empty axes (where two
-    # sides differ only in shape).
+    # small ones; draws in turn also take larger sizes (a product whose inner
+    # size is a sum of parts), empty axes (where two sides differ only in
+    # shape), and both, with a longer search (an empty axis beside a group
+    # count of 16).
     named = set(sizes) | {v for v in _ints_in(rule) if 0 < v <= 64}
-    size_sets = [sorted(named), sorted(named), sorted(named | {5, 6, 8, 12, 16}),
-                 sorted(named | {0})]
+    large = named | {5, 6, 8, 12, 16}
+    size_sets = [(sorted(named), 4000), (sorted(named), 4000), (sorted(large), 4000),
+                 (sorted(named | {0}), 16000), (sorted(large | {0}), 8000)]
     for seed in range(seeds):
         if time.perf_counter() - start > time_limit:
             break
         rng = np.random.default_rng(seed)
-        sol = solve([*src_nodes, *dst_nodes], conds, ranks, domains, rng, size_sets[seed % 4])
+        sizes_now, budget = size_sets[seed % len(size_sets)]
+        sol = solve([*src_nodes, *dst_nodes], conds, ranks, domains, rng, sizes_now,
+                    budget=budget)
         if sol is None:
             continue
         shapes, ints = sol
