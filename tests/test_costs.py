@@ -7,14 +7,11 @@ happens (or does not) when it should, never how fast anything is.
 from __future__ import annotations
 
 import json
-import types
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from taso.optimizer.cost import CostModel, CostModelUnavailable, get_cost_model
+from cost_graphs import conv_block, graph_chain, merged_matmuls
+from taso.optimizer.cost import CostModel, get_cost_model
 from taso.optimizer.cost import cupy_backend as gpu
 from taso.optimizer.cost.cache import CostCache
 from taso.optimizer.cost.factory import make_cost_model
@@ -29,7 +26,6 @@ from taso.optimizer.search import run_search
 
 import taso
 from taso.models import ALL
-from taso.ops import get_op
 
 FAST = dict(warmup=1, repeats=3, min_seconds=0.0)
 
@@ -101,15 +97,6 @@ class CountingDevice(MeasuredCostModel):
         return 1.0
 
 
-def merged_matmuls(n: int = 3):
-    g = taso.new_graph()
-    x = g.new_input((4, 8))
-    w = g.concat(1, [g.new_weight((8, 8)) for _ in range(n)])
-    for t in g.split(g.matmul(x, w), 1, n):
-        g.mark_output(t)
-    return g
-
-
 def test_measured_model_times_each_key_once_and_persists(tmp_path):
     path = tmp_path / "costs.json"
     m = CountingDevice(path)
@@ -141,17 +128,6 @@ def test_the_search_report_says_what_was_measured(tmp_path):
     plain = run_search(g, budget=5, rules=[], cost_model="analytic")
     assert plain.to_json()["costs_measured"] is None
     assert "costs measured" not in summary_text(plain)
-
-
-def conv_block(residual: bool):
-    g = taso.new_graph()
-    x = g.new_input((1, 4, 8, 8))
-    y = g.conv2d(x, g.new_weight((4, 4, 3, 3)), padding="same")
-    y = g.batchnorm(y, *[g.new_weight((4,)) for _ in range(4)])
-    if residual:
-        y = g.ewadd(y, x)
-    g.mark_output(g.relu(y))
-    return g
 
 
 def test_fusable_chains():
@@ -402,106 +378,6 @@ def test_all_constant_inputs_cost_nothing(tmp_path):
     assert m.op_cost("weight", {}, []) == 0 and m.calls == []
 
 
-# ---- ort ------------------------------------------------------------------------------------
-@needs_export
-def test_ort_times_tiny_keys_and_second_run_measures_nothing(tmp_path):
-    path = tmp_path / "costs.json"
-    m = get_cost_model("ort", cache=path, threads=1, **FAST)
-    assert "thread" in m.device
-    g = merged_matmuls()
-    cost = m.graph_cost(g)
-    assert cost >= 0 and m.measured == 3 and m.overhead_ms > 0
-    m.save()
-    again = get_cost_model("ort", cache=path, threads=1, **FAST)
-    assert again.graph_cost(g) == cost and again.measured == 0
-
-
-def test_cpu_name_tells_generations_apart():
-
-    from taso.optimizer.cost.ort import cache_sizes, cpu_name
-
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    family = next((line.split(":")[1].strip() for line in info.splitlines()
-                   if line.startswith("cpu family")), None)
-    if family is None:
-        pytest.skip("no CPU family to read here")
-    # a VM may call a Zen 4 and a Zen 5 both "AMD EPYC": the cache must not mix them
-    assert f"family {family}," in cpu_name()
-    if cache_sizes():
-        assert f"{max(cache_sizes()) >> 20} MiB LLC" in cpu_name()
-
-
-@needs_export
-def test_ort_bigger_matmul_costs_more(tmp_path):
-    m = get_cost_model("ort", cache=False, threads=1, warmup=1, repeats=5)
-    small = m.op_cost("matmul", {"activation": "none"}, [(8, 64), (64, 64)])
-    big = m.op_cost("matmul", {"activation": "none"}, [(256, 512), (512, 512)])
-    assert big > 10 * small  # 2000x the work; a model that cannot tell them apart is broken
-
-
-@needs_export
-def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
-    from taso.optimizer.cost.layout import block_size, layout_changes
-    from taso.optimizer.cost.ort import OrtCostModel
-
-    if block_size() == 1:
-        pytest.skip("onnxruntime runs no blocked layout on this CPU")
-    g = taso.new_graph()
-    x = g.new_input((1, 64, 56, 56))
-    y = g.conv2d(x, g.new_weight((12, 64, 3, 3)), padding="same")
-    g.mark_output(g.relu(y))
-    # a lone convolution: into the blocked layout before it, out of it after
-    assert sorted(layout_changes(taso.export_onnx(g), 1)) == [
-        ("ReorderInput", (1, 64, 56, 56)), ("ReorderOutput", (1, 12, 56, 56))]
-    m = OrtCostModel(cache=False, threads=1, **FAST)
-    layout = m.layout_ms(g)
-    assert layout > 0
-    m.recalibrate = False  # (the drift to now: test_predictions_follow_the_device_speed_now)
-    assert m.predict_latency(g) == pytest.approx(m.graph_cost(g) + m.overhead_ms + layout)
-    timed = m.measured
-    assert m.layout_ms(g) == layout and m.measured == timed  # each reorder timed once
-    assert m.layout_ms(merged_matmuls()) == 0.0  # no convolution, no blocked layout
-
-
-def test_weight_copies_touch_what_the_model_touches():
-    from taso.optimizer.cost.memory import traffic_bytes
-    from taso.optimizer.cost.ort import (
-        OrtCostModel,
-        last_level_cache_bytes,
-        reuse_mib,
-        weight_copies,
-    )
-
-    mib, kib = 2**20, 2**10
-    # NasRNN: 1 MiB weights, between two uses the other 15 of its 16 MiB
-    assert weight_copies(mib, 2 * kib, 16 * mib) == 16
-    # a small convolution in a big model: many copies, outputs included
-    assert weight_copies(96 * kib, 288 * kib, 64 * mib) == 171
-    assert weight_copies(96 * kib, 0, 10**12) == 256 and weight_copies(0, kib, mib) == 1
-    llc = last_level_cache_bytes() >> 20
-    assert reuse_mib(mib // 3) == 1 and reuse_mib(int(16.4 * mib)) == 16
-    assert reuse_mib(10**12) == 2 ** round(np.log2(2 * llc))
-    # the model priced within is part of every key
-    m = OrtCostModel(cache=False, threads=1, **FAST)
-    assert m.context == (("reuse_mib", reuse_mib(2 * llc * mib)),)
-    rnn = ALL["nasrnn"](small=True)
-    m.price_within(rnn)
-    assert m.context == (("reuse_mib", reuse_mib(traffic_bytes(rnn))),) != \
-        OrtCostModel(cache=False).context
-
-
-def test_chain_graph_copies_share_activations():
-    from taso.optimizer.cost.ort import chain_graph
-
-    g = conv_block(residual=True)
-    const = g.constant_nodes()
-    links = MeasuredCostModel.links(g, fusable_chains(g, g.live(), const)[0], const)
-    c = chain_graph(links, copies=3)
-    assert len(c.inputs) == 2  # the conv input and the residual, shared by the copies
-    assert c.num_ops() == 3 * 4 and len(c.outputs) == 3
-    assert len(c.weights) == 3 * 5
-
-
 # ---- custom and weighted costs ---------------------------------------------------------------
 def test_callable_cost_model():
     seen = []
@@ -514,15 +390,6 @@ def test_callable_cost_model():
     assert isinstance(m, CostModel)
     assert m.graph_cost(merged_matmuls()) == 2.0 + 0.5  # matmul + split; concat folded
     assert "concat" not in seen
-
-
-def graph_chain():
-    g = taso.new_graph()
-    x = g.new_input((1, 4, 8, 8))  # 1 KiB
-    w = g.new_weight((4, 4, 3, 3))  # 576 B
-    y = g.conv2d(x, w, padding="same")
-    g.mark_output(g.relu(y))
-    return g
 
 
 def test_a_weight_byte_costs_what_a_one_row_product_reads_it_in():
@@ -595,261 +462,3 @@ def test_make_cost_model_applies_options(tmp_path):
     if has_export():
         o = make_cost_model("ort", cache_path=tmp_path / "c.json", threads=1)
         assert o.cache.path == tmp_path / "c.json" and o.threads == 1
-
-
-# ---- GPU lowerings, checked on numpy against each operator's reference -------------------------
-def check_lowering(op, attrs, *xs):
-    o = get_op(op)
-    a = o.resolve(dict(o.make_attrs(**attrs)), [x.shape for x in xs])
-    got = gpu.run_node(np, op, a, xs)
-    want = o.run_ref(a, xs)
-    for g_, w_ in zip(got, want):
-        np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-4)
-
-
-@settings(max_examples=25, deadline=None)
-@given(groups=st.sampled_from([1, 2]), k=st.sampled_from([1, 3]), s=st.integers(1, 2),
-       d=st.integers(1, 2), pads=st.tuples(*[st.integers(0, 2)] * 4),
-       act=st.sampled_from(["none", "relu", "sigmoid", "tanh"]))
-def test_conv_im2col_gemm_matches_reference(groups, k, s, d, pads, act):
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
-    w = rng.standard_normal((6, 4 // groups, k, k)).astype(np.float32)
-    check_lowering("conv2d", dict(strides=(s, s), pads=pads, dilations=(d, d), groups=groups,
-                                  activation=act), x, w)
-
-
-def test_conv_bias_lowering_matches_reference():
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
-    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
-    b = rng.standard_normal((8,)).astype(np.float32)
-    check_lowering("conv2d_bias", dict(pads=(1, 1, 1, 1), activation="relu"), x, w, b)
-
-
-@pytest.mark.parametrize("op,attrs", [
-    ("maxpool2d", dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
-    ("avgpool2d", dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))),
-    ("avgpool2d", dict(kernel=(2, 3), strides=(2, 1), pads=(1, 0, 0, 1), count_include_pad=0)),
-])
-def test_pool_lowerings_match_reference(op, attrs):
-    x = np.random.default_rng(1).standard_normal((1, 3, 6, 5)).astype(np.float32)
-    check_lowering(op, attrs, x)
-
-
-def test_other_lowerings_match_reference():
-    rng = np.random.default_rng(2)
-    a, b = (rng.standard_normal((3, 5, 4)).astype(np.float32) for _ in range(2))
-    check_lowering("matmul", dict(activation="tanh"), a, b.transpose(0, 2, 1).copy())
-    check_lowering("sigmoid", {}, a)
-    check_lowering("split", dict(axis=1, sizes=(2, 3)), a)
-
-
-def test_whole_graph_through_lowerings_matches_reference():
-    g = graph_chain()
-    feeds = g.random_inputs(seed=3)
-    got = gpu.run_graph(np, g, feeds, {n.id: n.data for n in g.weights})
-    for x, y in zip(got, g.evaluate(feeds)):
-        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
-
-
-def test_cupy_model_refuses_cleanly_without_gpu():
-    if gpu.gpu_available():
-        pytest.skip("a GPU is present")
-    with pytest.raises(CostModelUnavailable, match="GPU"):
-        get_cost_model("cupy")
-
-
-def test_unknown_cost_model_lists_the_known_ones():
-    # The lazily imported backends count as known before their first use.
-    with pytest.raises(ValueError, match="known: analytic, cupy, ort"):
-        get_cost_model("bogus")
-
-
-@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
-def test_cupy_times_keys_and_caches(tmp_path):
-    m = get_cost_model("cupy", cache=tmp_path / "c.json", warmup=1, repeats=3)
-    small = m.op_cost("matmul", {"activation": "none"}, [(8, 64), (64, 64)])
-    big = m.op_cost("matmul", {"activation": "none"}, [(2048, 2048), (2048, 2048)])
-    conv = m.op_cost("conv2d", dict(get_op("conv2d").make_attrs(pads=(1, 1, 1, 1))),
-                     [(1, 64, 56, 56), (64, 64, 3, 3)])
-    assert big > small and conv > 0
-    m.save()
-    again = get_cost_model("cupy", cache=tmp_path / "c.json")
-    assert again.op_cost("matmul", {"activation": "none"}, [(8, 64), (64, 64)]) == small
-    assert again.measured == 0
-
-
-@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
-def test_cupy_lowerings_match_reference_on_gpu():
-    import cupy
-
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
-    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
-    o = get_op("conv2d")
-    a = o.resolve(dict(o.make_attrs(pads=(1, 0, 2, 1), groups=2, activation="relu")),
-                  [x.shape, w.shape])
-    want = o.run_ref(a, [x, w])[0]
-    for cudnn in (None, gpu.cudnn_module()):
-        got = gpu.run_node(cupy, "conv2d", a, [cupy.asarray(x), cupy.asarray(w)], cudnn)[0]
-        np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-3, atol=1e-3)
-
-
-@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
-def test_cupy_times_whole_models_against_each_other():
-    m = get_cost_model("cupy", cache=False, warmup=1, repeats=8)
-    g = taso.new_graph()
-    x = g.new_input((256, 256), name="x")
-    g.mark_output(g.relu(g.matmul(x, g.new_weight((256, 256)))))
-    a, b = m.time_models([g, g], rounds=3)
-    assert a > 0 and b > 0 and 0.5 < a / b < 2  # the same graph, timed twice
-
-
-@pytest.mark.skipif(not gpu.gpu_available(), reason="needs cupy and a CUDA GPU")
-@pytest.mark.parametrize("name", sorted(ALL))
-def test_cupy_runs_every_small_model_as_the_reference(name):
-    import cupy
-
-    g = ALL[name](small=True)
-    feeds = g.random_inputs(seed=5)
-    got = gpu.run_graph(cupy, g, {k: cupy.asarray(v) for k, v in feeds.items()},
-                        {n.id: cupy.asarray(n.data) for n in g.weights}, gpu.cudnn_module())
-    for x, y in zip(got, g.evaluate(feeds)):
-        np.testing.assert_allclose(cupy.asnumpy(x), y, rtol=1e-3, atol=1e-3)
-
-
-class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
-    """An array of another module, as cupy's: numpy functions and ufuncs dispatch
-    to it through numpy's array protocols, and an implicit copy to a numpy array
-    (`__array__`) is refused. Lets the GPU path's host-copy bugs show without a
-    GPU."""
-
-    def __init__(self, a):
-        self.a = np.asarray(a)
-
-    def __array__(self, *args, **kwargs):
-        raise TypeError("implicit conversion to a NumPy array is not allowed")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _device(getattr(ufunc, method)(*_host(inputs), **_host(kwargs)))
-
-    def __array_function__(self, func, types, args, kwargs):
-        return _device(func(*_host(args), **_host(kwargs)))
-
-    def __getitem__(self, key):
-        return _device(self.a[_host(key)])
-
-    def __setitem__(self, key, value):
-        self.a[_host(key)] = _host(value)
-
-    def __getattr__(self, name):  # shape, dtype, astype, reshape, sum, ...
-        v = getattr(self.a, name)
-        return (lambda *a, **k: _device(v(*_host(a), **_host(k)))) if callable(v) else _device(v)
-
-
-def _host(x):
-    if isinstance(x, DeviceArray):
-        return x.a
-    if isinstance(x, (list, tuple)):
-        return type(x)(_host(v) for v in x)
-    return {k: _host(v) for k, v in x.items()} if isinstance(x, dict) else x
-
-
-def _device(x):
-    if isinstance(x, (np.ndarray, np.generic)):
-        return DeviceArray(x)
-    return type(x)(_device(v) for v in x) if isinstance(x, (list, tuple)) else x
-
-
-class DeviceModule:
-    """The module of DeviceArray, as `cupy` is of cupy arrays (numpy's functions,
-    on device arrays; submodules alike)."""
-
-    def __init__(self, module=np):
-        self.module = module
-
-    def asarray(self, x, dtype=None):
-        return DeviceArray(np.asarray(_host(x), dtype))
-
-    def __getattr__(self, name):
-        f = getattr(self.module, name)
-        if isinstance(f, types.ModuleType):
-            return DeviceModule(f)
-        return (lambda *a, **k: _device(f(*_host(a), **_host(k)))) if callable(f) else f
-
-
-@pytest.mark.parametrize("name", sorted(ALL))
-def test_the_gpu_path_keeps_arrays_on_the_device(name, monkeypatch):
-    from taso.ops import activation
-    from taso.ops.activation import erf64
-
-    def host_erf(xp, x):  # cupyx's erf, where there is no cupyx
-        return DeviceArray(erf64(_host(x)).astype(np.float32))
-
-    monkeypatch.setattr(activation, "erf_xp", host_erf)
-    xp = DeviceModule()
-    g = ALL[name](small=True)
-    feeds = g.random_inputs(seed=5)
-    for graph in (g, run_search(g, cost_model="analytic", budget=50).graph):
-        got = gpu.run_graph(xp, graph, {k: xp.asarray(v) for k, v in feeds.items()},
-                            {n.id: xp.asarray(n.data) for n in graph.weights})
-        for x, y in zip(got, g.evaluate(feeds)):
-            assert isinstance(x, DeviceArray)
-            np.testing.assert_allclose(x.a, y, rtol=1e-3, atol=1e-3)
-
-
-# ---- the benchmarks, on one small model ---------------------------------------------------------
-def bench_module(name: str):
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.slow
-def test_e2e_bench_runs_and_second_run_measures_nothing(tmp_path):
-    # The peers' columns need the `bench` extra (CI installs it).
-    pytest.importorskip("onnxsim")
-    pytest.importorskip("onnxoptimizer")
-    e2e = bench_module("e2e")
-    argv = ["--models", "squeezenet", "--small", "--budget", "20", "--rounds", "2",
-            "--unverified", "--out", str(tmp_path), "--cost-cache", str(tmp_path / "c.json")]
-    assert e2e.main(argv) == 0
-    first = json.loads((tmp_path / "e2e.json").read_text())["rows"][0]
-    assert set(first["latency_ms"]) == {*e2e.COLUMNS, e2e.AGAIN}
-    assert first["keys_measured"] > 0 and (tmp_path / "e2e.png").stat().st_size > 0
-    assert "| squeezenet |" in (tmp_path / "e2e.md").read_text()
-    assert e2e.main(argv) == 0
-    second = json.loads((tmp_path / "e2e.json").read_text())["rows"][0]
-    assert second["keys_measured"] == 0 and second["measure_s"] == 0
-
-
-@pytest.mark.slow
-def test_prediction_gap_compares_kinds_with_the_profile(tmp_path):
-    gap = bench_module("prediction_gap")
-    argv = ["--models", "squeezenet", "--small", "--runs", "3", "--out", str(tmp_path),
-            "--cost-cache", str(tmp_path / "c.json")]
-    assert gap.main(argv) == 0
-    row = json.loads((tmp_path / "prediction_gap.json").read_text())[0]
-    # SqueezeNet is convolutions: both sides must find them, and most of its time there
-    assert row["predicted"]["conv"] > 0.5 * sum(row["predicted"].values())
-    assert row["kernels"]["conv"] > 0.5 * sum(row["kernels"].values())
-    assert row["latency_ms"] > 0 and row["profiled_run_ms"] > 0
-    assert "| conv |" in (tmp_path / "prediction_gap.md").read_text()
-
-
-# ---- the device's verdict on the whole model -------------------------------------------
-# (how run_search acts on that verdict is tested in test_search.py)
-@pytest.mark.slow
-def test_ort_times_whole_models_against_each_other():
-    from taso.optimizer.cost.ort import OrtCostModel
-
-    g = taso.new_graph()
-    x = g.new_input((512, 512), name="x")
-    g.mark_output(g.matmul(g.matmul(x, g.new_weight((512, 512))), g.new_weight((512, 1))))
-    a, b = OrtCostModel(threads=1, cache=False).time_models([g, g], rounds=3, round_ms=5)
-    assert a > 0 and b > 0 and 0.5 < a / b < 2  # the same model, timed twice
