@@ -10,6 +10,7 @@ import sys
 import threading
 
 from .cli import program
+from .interrupt import signals_deferred
 
 EXIT_GRACE = 10.0  # seconds an interrupted program may take to exit
 
@@ -28,7 +29,11 @@ def _exit_guard(code: int) -> None:
 
 def _run(prog: str, module: str) -> int:
     with program(prog) as run:
-        main = importlib.import_module(module).main
+        # A first signal during the imports waits for them to finish: raised
+        # inside an extension module's initialisation (numpy, onnxruntime) it
+        # can leave that module half made, to crash the interpreter's exit.
+        with signals_deferred():
+            main = importlib.import_module(module).main
         run(main())
     if run.code in (130, 143):  # SIGINT, SIGTERM
         _exit_guard(run.code)
