@@ -4,12 +4,10 @@ and cycle checks, canonical hashing, the one match -> filter -> apply loop
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from search_helpers import assert_same, chain, engine
 from taso.optimizer import _search
-from taso.optimizer.cost import get_cost_model
-from taso.optimizer.engine import Engine
 from taso.rules_db import SHIPPED, PNode, Rule, load
 
 import taso
@@ -26,31 +24,13 @@ REASSOC = Rule(
     [((1, 0), (1, 0))])
 
 
-def assert_same(a: taso.Graph, b: taso.Graph, tol: float = 1e-4) -> None:
-    feeds = a.random_inputs(1)
-    for x, y in zip(a.evaluate(feeds), b.evaluate(feeds)):
-        assert x.shape == y.shape
-        np.testing.assert_allclose(y, x, rtol=tol, atol=tol)
-
-
-def engine(rules) -> Engine:
-    return Engine(rules, get_cost_model("analytic"))
-
-
-def _chain(shapes):
-    g = taso.new_graph()
-    a, b, c = (g.new_input(s, name=n) for s, n in zip(shapes, "abc"))
-    g.mark_output(g.matmul(g.matmul(a, b), c))
-    return g
-
-
 def test_core_is_compiled():
     assert _search.version() >= 2
     assert "Core" in dir(_search)
 
 
 def test_match_with_an_outside_use_of_an_internal_output_is_rejected():
-    g = _chain([(4, 4), (4, 4), (4, 4)])
+    g = chain([(4, 4), (4, 4), (4, 4)])
     e = engine([REASSOC])
     assert len(e.core.matches(e.to_core(g), 0)) == 1
     inner = g.nodes[g.outputs[0][0]].inputs[0]  # a @ b, internal to the match
@@ -304,8 +284,8 @@ def _stop(g: taso.Graph, rules, **limits) -> dict:
 
 
 def test_the_search_says_why_it_stopped():
-    cheaper = _chain([(512, 512), (512, 512), (512, 1)])  # reassociating pays
-    dearer = _chain([(1, 512), (512, 512), (512, 512)])  # it costs far more
+    cheaper = chain([(512, 512), (512, 512), (512, 1)])  # reassociating pays
+    dearer = chain([(1, 512), (512, 512), (512, 512)])  # it costs far more
     # Every graph the rule reaches was expanded: the chain and its rewrite.
     res = _stop(cheaper, [REASSOC], budget=100)
     assert (res["stop_reason"], res["expanded"]) == ("saturated", 2)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from search_helpers import assert_same, engine, ops
 from taso.optimizer.check import check_equivalence
-from taso.optimizer.cost import get_cost_model
-from taso.optimizer.engine import Engine
 from taso.optimizer.fusion_rules import fusion_rules, stacked_rows_rules
 from taso.optimizer.search import run_search
 from taso.rules_db import SHIPPED, Rule, instantiate, load
@@ -18,26 +17,6 @@ from taso.verifier.record import is_current, record_digest
 import taso
 
 FUSION = load(SHIPPED / "fusion.json")  # with its proof records
-
-
-def ops(g: taso.Graph) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    live = g.live()
-    for n in g.nodes.values():
-        if n.id in live and n.op not in ("input", "weight"):
-            counts[n.op] = counts.get(n.op, 0) + 1
-    return counts
-
-
-def assert_same(a: taso.Graph, b: taso.Graph, tol: float = 1e-4) -> None:
-    feeds = a.random_inputs(1)
-    for x, y in zip(a.evaluate(feeds), b.evaluate(feeds)):
-        assert x.shape == y.shape
-        np.testing.assert_allclose(y, x, rtol=tol, atol=tol)
-
-
-def engine(rules) -> Engine:
-    return Engine(rules, get_cost_model("analytic"))
 
 
 def test_two_convs_sharing_an_input_become_one():

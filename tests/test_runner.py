@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
+from search_helpers import assert_same, ops
 from taso.optimizer.cost import get_cost_model
 from taso.optimizer.cost.measured import MeasuredCostModel
 from taso.optimizer.report import summary_text
@@ -34,22 +34,6 @@ REASSOC = proved(Rule(
     [PNode("matmul", ["b", "c"], {"activation": "none"}),
      PNode("matmul", ["a", (0, 0)], {"activation": "none"})],
     [((1, 0), (1, 0))]))
-
-
-def ops(g: taso.Graph) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    live = g.live()
-    for n in g.nodes.values():
-        if n.id in live and n.op not in ("input", "weight"):
-            counts[n.op] = counts.get(n.op, 0) + 1
-    return counts
-
-
-def assert_same(a: taso.Graph, b: taso.Graph, tol: float = 1e-4) -> None:
-    feeds = a.random_inputs(1)
-    for x, y in zip(a.evaluate(feeds), b.evaluate(feeds)):
-        assert x.shape == y.shape
-        np.testing.assert_allclose(y, x, rtol=tol, atol=tol)
 
 
 def _chains(n: int) -> taso.Graph:

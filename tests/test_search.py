@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from search_helpers import assert_same, chain, ops
 from taso.optimizer.check import EquivalenceError, check_equivalence
 from taso.optimizer.cost import get_cost_model
 from taso.optimizer.cost.memory import weight_bytes
@@ -47,31 +48,8 @@ UNVERIFIED_REASSOC = Rule(
 REASSOC = proved(UNVERIFIED_REASSOC)
 
 
-def ops(g: taso.Graph) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    live = g.live()
-    for n in g.nodes.values():
-        if n.id in live and n.op not in ("input", "weight"):
-            counts[n.op] = counts.get(n.op, 0) + 1
-    return counts
-
-
-def assert_same(a: taso.Graph, b: taso.Graph, tol: float = 1e-4) -> None:
-    feeds = a.random_inputs(1)
-    for x, y in zip(a.evaluate(feeds), b.evaluate(feeds)):
-        assert x.shape == y.shape
-        np.testing.assert_allclose(y, x, rtol=tol, atol=tol)
-
-
-def _chain(shapes):
-    g = taso.new_graph()
-    a, b, c = (g.new_input(s, name=n) for s, n in zip(shapes, "abc"))
-    g.mark_output(g.matmul(g.matmul(a, b), c))
-    return g
-
-
 def test_matmul_chain_is_reassociated_when_cheaper():
-    g = _chain([(512, 512), (512, 512), (512, 1)])
+    g = chain([(512, 512), (512, 512), (512, 1)])
     r = run_search(g, budget=20, rules=[REASSOC], cost_model="analytic")
     assert r.rules_applied == {"reassoc": 1}
     assert r.cost_after < r.cost_before
@@ -79,7 +57,7 @@ def test_matmul_chain_is_reassociated_when_cheaper():
 
 
 def test_rewrites_below_the_minimum_gain_are_not_kept():
-    g = _chain([(512, 512), (512, 512), (512, 1)])
+    g = chain([(512, 512), (512, 512), (512, 1)])
     r = run_search(g, budget=20, rules=[REASSOC], cost_model="analytic")
     gain = 1 - r.cost_after / r.cost_before
     assert gain > 0.1
@@ -103,7 +81,7 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
             assert len(graphs) == 2
             return list(timings)
 
-    g = _chain([(512, 512), (512, 512), (512, 1)])
+    g = chain([(512, 512), (512, 512), (512, 1)])
     r = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed())
     assert r.extra["timed"]["kept"] is kept
     assert r.extra["timed"]["rules"] == {"reassoc": 1}  # what was timed, kept or not
@@ -118,7 +96,7 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
 
 
 def test_matmul_chain_is_kept_when_reassociation_costs_more():
-    g = _chain([(1, 512), (512, 512), (512, 512)])
+    g = chain([(1, 512), (512, 512), (512, 512)])
     r = run_search(g, budget=20, rules=[REASSOC], cost_model="analytic")
     assert r.rules_applied == {}
     assert r.cost_after == pytest.approx(r.cost_before)
@@ -291,7 +269,7 @@ def test_the_default_cost_model_is_measured_on_this_cpu(monkeypatch):
     with pytest.raises(ValueError, match="unknown cost model 'bogus'"):
         taso.set_cost_model("bogus")
     taso.set_cost_model("analytic")
-    r = run_search(_chain([(8, 8), (8, 8), (8, 1)]), budget=5, rules=[REASSOC])
+    r = run_search(chain([(8, 8), (8, 8), (8, 1)]), budget=5, rules=[REASSOC])
     assert r.cost_model == "analytic"
 
 
@@ -307,7 +285,7 @@ def test_default_rules_are_the_proved_shipped_ones():
 
 
 def test_public_api():
-    g = _chain([(64, 64), (64, 64), (64, 1)])
+    g = chain([(64, 64), (64, 64), (64, 1)])
     out = taso.optimize(g, budget=10, rules=[REASSOC], cost_model="analytic")
     assert_same(g, out, tol=1e-3)
     assert callable(taso.set_search_budget) and callable(taso.enable_debug_logging)
@@ -327,13 +305,13 @@ def test_public_api():
     ({"min_gain": 1.0}, ValueError, "min_gain must be"),
 ])
 def test_optimize_refuses_bad_arguments_by_name(args, error, words):
-    args = {"graph": _chain([(8, 8), (8, 8), (8, 1)]), "rules": [REASSOC], **args}
+    args = {"graph": chain([(8, 8), (8, 8), (8, 1)]), "rules": [REASSOC], **args}
     with pytest.raises(error, match=words):
         taso.optimize(**args)
 
 
 def test_an_empty_rule_list_warns_and_changes_nothing(caplog):
-    g = _chain([(8, 8), (8, 8), (8, 1)])
+    g = chain([(8, 8), (8, 8), (8, 1)])
     with caplog.at_level("WARNING", logger="taso"):
         r = run_search(g, rules=[], fold=False, cost_model="analytic")
     assert "no rules to search with;" in caplog.text and "shipped" not in caplog.text
@@ -345,7 +323,7 @@ def test_a_rule_file_without_proved_rules_says_so(tmp_path, caplog):
     assert UNVERIFIED_REASSOC.status is None  # never verified
     path = tmp_path / "new.json"
     RuleSet([UNVERIFIED_REASSOC]).save(path)
-    g = _chain([(8, 8), (8, 8), (8, 1)])
+    g = chain([(8, 8), (8, 8), (8, 1)])
     with caplog.at_level("WARNING", logger="taso"):
         run_search(g, rules=path, fold=False, cost_model="analytic")
     assert "hold no proof from today's axioms" in caplog.text
