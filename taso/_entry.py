@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from .cli import program
+from .cli import debugging, program
 from .interrupt import signals_deferred
 
 EXIT_GRACE = 10.0  # seconds an interrupted program may take to exit
@@ -18,11 +18,19 @@ EXIT_GRACE = 10.0  # seconds an interrupted program may take to exit
 def _exit_guard(code: int) -> None:
     """After an interruption our cleanup is done (workers killed, spill files
     gone, the one line printed), but the interpreter's exit still joins the
-    process pool's threads, which can wait forever on a killed worker's pipe.
-    Exit regardless once the grace period is over."""
+    process pool's threads, which have waited for ever on a killed worker's
+    pipe (LocalExecutor.abort now prevents the case seen). Exit regardless once
+    the grace period is over."""
     sys.stdout.flush()
     sys.stderr.flush()
-    timer = threading.Timer(EXIT_GRACE, os._exit, (code,))
+
+    def force() -> None:
+        if debugging():  # TASO_DEBUG: say where it hung
+            import faulthandler
+            faulthandler.dump_traceback(sys.stderr, all_threads=True)
+        os._exit(code)
+
+    timer = threading.Timer(EXIT_GRACE, force)
     timer.daemon = True
     timer.start()
 

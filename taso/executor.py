@@ -160,6 +160,17 @@ class LocalExecutor:
             p.kill()
         for p in procs:
             p.join(5)
+        # A worker killed while sending its result leaves half a message in the
+        # result pipe, and the pool's manager thread waits in recv() for the
+        # rest for ever (and with it the interpreter's exit). With the workers
+        # gone, ours is the last write end: closing it turns that wait into an
+        # end of file, which the manager takes for a broken pool and cleans up.
+        results = getattr(self._pool, "_result_queue", None)
+        if results is not None:
+            try:
+                results._writer.close()
+            except OSError:
+                pass
         manager = getattr(self._pool, "_executor_manager_thread", None)
         self._pool.shutdown(wait=False, cancel_futures=True)
         # Let the pool's manager thread see its workers gone and close its
