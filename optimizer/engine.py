@@ -351,7 +351,7 @@ def symmetries(rule: Rule) -> list[tuple[list[int], dict[str, str]]]:
     ops = [n.op for n in src]
     if len(set(ops)) == len(ops):  # a node can only map to one of its own operator
         return []
-    if len(src) > 5 or any(_has_dims(n.attrs) for n in src):
+    if len(src) > 5 or any(pattern.reads_dims(n.attrs) for n in src):
         return []
     mapped = {tuple(s) for s, _ in rule.outputs}
     out = []
@@ -392,14 +392,6 @@ def _renaming(src, perm) -> dict[str, str] | None:
             elif isinstance(x, str) or isinstance(y, str) or (perm[x[0]], x[1]) != tuple(y):
                 return None
     return sigma
-
-
-def _has_dims(v: Any) -> bool:
-    if isinstance(v, dict):
-        return "dim" in v or any(_has_dims(u) for u in v.values())
-    if isinstance(v, (list, tuple)):
-        return any(_has_dims(u) for u in v)
-    return False
 
 
 def _copy_source(g: Graph, n: Node, inputs) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from taso.rules_db import Rule, RuleSet, checked, default_rule_files, load
+from taso.rules_db.pattern import reads_dims
 from taso.verifier.record import is_current
 
 from taso.ir import Graph
@@ -320,14 +321,7 @@ def binding_free(rule: Rule) -> bool:
     """Whether no attribute of the rule's target side is read off a dim (a
     split's sizes, a reshape's target), which would bake one binding of a
     symbolic dim into the result."""
-    def reads_dim(v: Any) -> bool:
-        if isinstance(v, dict):
-            return "dim" in v or any(reads_dim(u) for u in v.values())
-        if isinstance(v, (list, tuple)):
-            return any(reads_dim(u) for u in v)
-        return False
-
-    return not any(reads_dim(n.attrs) for n in rule.dst)
+    return not any(reads_dims(n.attrs) for n in rule.dst)
 
 
 def _one_binding(e: Exception, g: Graph) -> Exception:

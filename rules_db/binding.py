@@ -53,6 +53,15 @@ def bind(pv: Any, av: Any, binds: dict) -> bool:
     return True
 
 
+def reads_dims(v: Any) -> bool:
+    """Whether a pattern attribute value reads a size off a tensor ({"dim": ...})."""
+    if isinstance(v, dict):
+        return "dim" in v or any(reads_dims(u) for u in v.values())
+    if isinstance(v, (list, tuple)):
+        return any(reads_dims(u) for u in v)
+    return False
+
+
 def _has_vars(v: Any) -> bool:
     if isinstance(v, (list, tuple)):
         return any(_has_vars(u) for u in v)

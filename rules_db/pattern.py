@@ -42,6 +42,7 @@ from .binding import (  # noqa: F401  (part of what a pattern means, named here 
     bind,
     bind_attrs,
     instantiate,
+    reads_dims,
     ref_name,
     source_attrs,
     target_attrs,
