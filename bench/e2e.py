@@ -152,6 +152,8 @@ def bench_model(name: str, builder, cost_model, args) -> dict[str, Any]:
         row["prediction_error"] = {c: row["predicted_ms"][c] / device_ms[c] - 1
                                    for c in ("original", "taso")}
     row["keys_measured"] = getattr(cost_model, "measured", 0) - keys_before
+    # where the search's prices came from: new keys, re-timed, cached, guessed...
+    row["costs"] = report.to_json().get("costs_measured")
     if hasattr(cost_model, "save"):
         cost_model.save()
     return row

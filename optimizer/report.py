@@ -38,8 +38,11 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
     ]
     m = d.get("costs_measured")
     if m:
-        rows.append(("costs measured", f"{m['new']} new in {m['seconds']:.1f} s"
-                                       + (f" (cache {m['cache']})" if m["cache"] else "")))
+        more = ", ".join(f"{m[k]} {k}" for k in ("remeasured", "cached", "rescaled", "guessed",
+                                                 "fallback") if m.get(k))
+        rows.append(("costs measured", f"{m['new']} new" + (f" ({more})" if more else "")
+                     + f" in {m['seconds']:.1f} s"
+                     + (f" (cache {m['cache']})" if m["cache"] else "")))
     v = d.get("timed")
     if v:
         rows.append(("measured", f"{v['original_ms']:.3f} ms -> {v['optimized_ms']:.3f} ms, "

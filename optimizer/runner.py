@@ -19,8 +19,9 @@ The passes, in order:
   joined   the rules tagged `across_pieces` (and `fused_gain` where the device
            fuses) on the joined graph, one match at a time, each step lowering
            the objective: matches the pieces split, gains node sums miss.
-           (A measured model whose re-timed keys moved (`settle`) has these
-           two passes run again on the settled costs, at most SETTLE_ROUNDS.)
+           (A measured model prices keys it has not timed by a guess and
+           times the winner's (`confirm`); where one moved, these two passes
+           run again on the timed costs, at most SETTLE_ROUNDS more times.)
   fold     weight-only subgraphs become initializers (free to the objective).
   timing   a model that times whole graphs (`time_models`) has the last word:
            the result is kept only if it measures faster than the original.
@@ -49,8 +50,8 @@ log = logging.getLogger("taso.optimizer")
 
 # Pieces of a partitioned graph: at least MIN, at most MAX operators.
 PIECE_MIN_OPS, PIECE_MAX_OPS = 8, 48
-# At most this many rounds again after a measured model settles its timings.
-SETTLE_ROUNDS = 2
+# At most this many rounds again after a measured model times a winner's guessed keys.
+SETTLE_ROUNDS = 3
 # Why a search stopped, from the least limited to the most (optimizer/csrc/core.h).
 STOPS = ("saturated", "exhausted", "budget", "time_limit")
 
@@ -68,7 +69,7 @@ class Limits:
 @dataclass
 class PassReport:
     name: str                   # "search", "joined", "fold" or "timing"
-    round: int                  # 1, and 2.. for the rounds after settled timings
+    round: int                  # 1, and 2.. for the rounds on timed costs
     kept: bool                  # whether its result was kept
     applied: dict[str, int]     # rewrites it kept, by rule id
     seconds: float
@@ -168,32 +169,37 @@ class Runner:
         passes: list[PassReport] = []
         rounds = explored = generated = 0
         core_seconds = 0.0
-        settle = getattr(self.model, "settle", None)
-        while True:
-            rounds += 1
-            if self.trace is not None:
-                self.trace.start_round(rounds)
-            # Engines memoize costs: a round on settled timings needs new ones.
-            engine = Engine(self.rules, self.model)
-            out, applied, found = self.search_pass(graph, pieces, engine, rounds)
-            # The whole graph goes to this engine after the pieces: the order in
-            # which an engine meets attributes and shapes decides the core's
-            # canonical operand orders, hence the order of equal-cost rewrites.
-            objective = Objective.at(self.model, engine.core.byte_cost, engine.to_core(graph),
-                                     graph)
-            out, more, joined = self.joined_pass(out, objective, rounds, found.detail["pieces"])
-            applied.update(more)
-            found.cost_before, found.cost_after = objective.start, joined.cost_before
-            passes += [found, joined]
-            explored += found.detail["expanded"]
-            generated += found.detail["generated"]
-            core_seconds += found.detail["core_seconds"]
-            # Small programs timed in a moment of disturbance (another tenant's
-            # burst, weights evicted from a shared cache) read 1.5-3x their cost
-            # and steer the search; `settle` times each again, seconds later,
-            # and where one moved the passes run again on the settled costs.
-            if rounds > SETTLE_ROUNDS or settle is None or not settle():
-                break
+        # A measured model times the original's keys now, guesses the keys the
+        # search meets anew, and times each round's winner's (`confirm`).
+        self.model.begin_search(graph)
+        try:
+            while True:
+                rounds += 1
+                if self.trace is not None:
+                    self.trace.start_round(rounds)
+                # Engines memoize costs: a round on timed costs needs new ones.
+                engine = Engine(self.rules, self.model)
+                out, applied, found = self.search_pass(graph, pieces, engine, rounds)
+                # The whole graph goes to this engine after the pieces: the order in
+                # which an engine meets attributes and shapes decides the core's
+                # canonical operand orders, hence the order of equal-cost rewrites.
+                objective = Objective.at(self.model, engine.core.byte_cost,
+                                         engine.to_core(graph), graph)
+                out, more, joined = self.joined_pass(out, objective, rounds,
+                                                     found.detail["pieces"])
+                applied.update(more)
+                found.cost_before, found.cost_after = objective.start, joined.cost_before
+                passes += [found, joined]
+                explored += found.detail["expanded"]
+                generated += found.detail["generated"]
+                core_seconds += found.detail["core_seconds"]
+                # The winner's guessed keys, timed: where one moved, the passes run
+                # again on the timed costs (at most SETTLE_ROUNDS times).
+                if rounds > SETTLE_ROUNDS or not self.model.confirm(out):
+                    break
+            self.model.end_search(out)
+        finally:
+            self.model.end_search(None)
         t1 = time.perf_counter()
         if self.fold:
             out = fold_weights(out)
@@ -205,8 +211,13 @@ class Runner:
             if not timed[0].kept:
                 out, applied = timed[1], Counter()
 
+        # Priced afresh: the last round's engine remembers the guesses that
+        # `end_search` has since timed.
+        pricing = Engine([], self.model)
+        final = Objective.at(self.model, pricing.core.byte_cost, pricing.to_core(graph), graph)
+
         def price(g: Graph) -> float:
-            return objective.cost(engine.to_core(g), g)
+            return final.cost(pricing.to_core(g), g)
         return RunReport(
             graph=out, applied=applied, stop_reason=found.stop_reason, passes=passes,
             cost_before=price(graph), cost_after=price(out), explored=explored,

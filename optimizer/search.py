@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,7 +250,8 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
         log.warning("no rules to search with%s; nothing will be rewritten",
                     _why_no_rules(rules, unverified))
     t0 = time.perf_counter()
-    timed_before = (getattr(model, "measured", 0), getattr(model, "measure_seconds", 0.0))
+    timed_before = (getattr(model, "measured", 0), getattr(model, "measure_seconds", 0.0),
+                    Counter(getattr(model, "counts", ())))
     g = graph.pruned()
     model.price_within(g)  # its pieces and rewrites are priced as parts of it
     limits = Limits(budget=budget, alpha=alpha, time_limit=float(time_limit), min_gain=margin)
@@ -345,15 +347,30 @@ def _why_no_rules(rules: Any, unverified: bool) -> str:
     return ""
 
 
-def _costs_measured(model: CostModel, before: tuple[int, float]) -> dict[str, Any] | None:
-    """What a measured cost model timed during this search (the rest came from
-    its memo or cache); None for a model that measures nothing."""
+def _costs_measured(model: CostModel, before: tuple[int, float, Counter]
+                    ) -> dict[str, Any] | None:
+    """What a measured cost model timed during this search and where the rest
+    of its prices came from; None for a model that measures nothing.
+      new         keys timed for the first time
+      remeasured  cached keys timed again: a decision rested on them and the
+                  machine is quieter now than when they were timed
+      cached      keys read from the cache as they were
+      rescaled    cached keys carried to the quiet state by more than the
+                  calibration tolerance (timed under another load)
+      guessed     keys the search met and priced by the analytic guess, never
+                  timed: no decision rested on them
+      fallback    keys the device cannot run alone, priced by the analytic model
+      busy        1 where the machine was seen busy while measuring"""
     if not hasattr(model, "measured"):
         return None
     cache = getattr(model, "cache", None)
-    return {"new": model.measured - before[0],
+    counts = Counter(getattr(model, "counts", ())) - before[2]
+    guessed = len(getattr(model, "_guessed", ()))
+    return {"new": counts["measured"],
             "seconds": round(model.measure_seconds - before[1], 3),
-            "cache": str(cache.path) if cache is not None else None}
+            "cache": str(cache.path) if cache is not None else None,
+            **{k: counts[k] for k in ("remeasured", "cached", "rescaled", "fallback", "busy")},
+            "guessed": guessed}
 
 
 def optimize(graph: Graph, alpha: float | None = None, budget: int | None = None,

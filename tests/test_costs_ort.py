@@ -38,7 +38,12 @@ def test_ort_times_tiny_keys_and_second_run_measures_nothing(tmp_path):
     assert cost >= 0 and m.measured == 3 and m.overhead_ms > 0
     m.save()
     again = get_cost_model("ort", cache=path, threads=1, **FAST)
-    assert again.graph_cost(g) == cost and again.measured == 0
+    # nothing timed again; each price carried from the first run's quiet
+    # reading to this run's, so their ratio lies within the references' ratios
+    later = again.graph_cost(g)
+    assert again.measured == 0 and m.quiet() and again.quiet()
+    ratios = [again.quiet()[k] / m.quiet()[k] for k in m.quiet()]
+    assert min(ratios) * (1 - 1e-9) <= later / cost <= max(ratios) * (1 + 1e-9)
 
 
 def test_cpu_name_tells_generations_apart():
@@ -167,7 +172,13 @@ def test_e2e_bench_runs_and_second_run_measures_nothing(tmp_path):
     assert "| squeezenet |" in (tmp_path / "e2e.md").read_text()
     assert e2e.main(argv) == 0
     second = json.loads((tmp_path / "e2e.json").read_text())["rows"][0]
-    assert second["keys_measured"] == 0 and second["measure_s"] == 0
+    # the first run timed the original's keys and its winners' and guessed the
+    # rest; the second reads them from the cache and times only the keys of a
+    # winner the first never chose (the guesses, scaled by what was timed, are
+    # not the first run's), and any key timed where the machine was busier
+    assert first["costs"]["new"] > 0 and first["costs"]["guessed"] > 0
+    assert second["costs"]["cached"] + second["costs"]["rescaled"] > 0
+    assert second["costs"]["new"] <= first["costs"]["new"] // 4
 
 
 @pytest.mark.slow

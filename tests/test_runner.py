@@ -102,21 +102,31 @@ def test_the_op_cap_is_a_limit_of_the_runner():
     assert capped.applied == {} and capped.stop_reason == "saturated"
 
 
-def test_settled_timings_run_the_passes_again():
+def test_timed_winners_run_the_passes_again():
     from taso.optimizer.cost.analytic import AnalyticCost
 
-    class Settling(AnalyticCost):  # a model whose re-timed keys moved, `moves` times
+    class Confirming(AnalyticCost):  # a model whose winners' timings moved, `moves` times
         def __init__(self, moves: int):
             super().__init__()
             self.moves = moves
+            self.said: list[str] = []
 
-        def settle(self) -> bool:
+        def begin_search(self, graph):
+            self.said.append("begin")
+
+        def confirm(self, graph) -> bool:
+            self.said.append("confirm")
             self.moves -= 1
             return self.moves >= 0
 
+        def end_search(self, graph):
+            self.said.append("end" if graph is not None else "end-none")
+
     g = _chains(1)
-    for moves, rounds in ((0, 1), (1, 2), (5, 3)):  # at most SETTLE_ROUNDS more
-        r = Runner([REASSOC], Settling(moves)).run(g.pruned())
+    for moves, rounds in ((0, 1), (1, 2), (9, 4)):  # at most SETTLE_ROUNDS more
+        model = Confirming(moves)
+        r = Runner([REASSOC], model).run(g.pruned())
+        assert model.said == ["begin", *["confirm"] * min(rounds, 3), "end", "end-none"]
         assert r.rounds == rounds and r.applied == {"reassoc": 1}
         assert [(p.name, p.round) for p in r.passes] == [
             *[(name, k) for k in range(1, rounds + 1) for name in ("search", "joined")],

@@ -39,6 +39,17 @@ class CostModel:
         rewrites of it). A model that times nodes on a device uses it to leave
         the caches as that model would; the others ignore it."""
 
+    def begin_search(self, graph: Any) -> None:
+        """A search of `graph` starts (a measured model times its keys here)."""
+
+    def confirm(self, graph: Any) -> bool:
+        """A round of the search chose `graph`: True where pricing it for certain
+        changed its cost, so that the search is to run again. Exact models: never."""
+        return False
+
+    def end_search(self, graph: Any) -> None:
+        """The search chose `graph` (None: it ended without a choice)."""
+
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
         """Milliseconds for one node of registered operator `op` with these
         attributes and input shapes."""

@@ -2,8 +2,20 @@
 
 The cache is one plain JSON file a user can read and edit:
 
-    {"format": "taso-cost-cache", "version": 1,
-     "entries": {"<backend>": {"<device>": {"<cost key>": milliseconds}}}}
+    {"format": "taso-cost-cache", "version": 2,
+     "entries": {"<backend>": {"<device>": {"<cost key>": ENTRY}}},
+     "quiet": {"<backend>": {"<device>": READING}}}
+
+where an ENTRY says what was measured and how:
+
+    {"ms": milliseconds, "cal": READING, "half": ms, "reps": runs, "at": unix time}
+
+"cal" is the calibration reading of the batch it was timed in (calibrate.py:
+each reference program's milliseconds), "half" the half-width of the interval
+around its median, "reps" the runs behind it; "quiet" is each device's quietest
+reading seen. Only "ms" is required: a version-1 file (bare numbers) is read as
+entries with no calibration, which are trusted only where no decision rests
+on them.
 
 A cost key is written as the `repr` of the operator's `cost_key` tuple (ints,
 strings, floats and tuples of them), which is canonical for equal keys. Several
@@ -20,16 +32,20 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from taso.files import atomic_path
 
+from .calibrate import Reading, quietest, valid_reading
+
 log = logging.getLogger("taso.optimizer")
 
 FORMAT = "taso-cost-cache"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # the versions read; 1 holds bare numbers
 
 
 def default_cache_path() -> Path:
@@ -40,6 +56,9 @@ def default_cache_path() -> Path:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "taso" / "costs.json"
+
+
+Entry = dict[str, Any]  # {"ms": ..., and optionally "cal", "half", "reps", "at"}
 
 
 def key_text(key: Any) -> str:
@@ -58,40 +77,86 @@ class CostCache:
         self.save_every = save_every
         self.hits = 0
         self.misses = 0
-        self._entries: dict[str, dict[str, dict[str, float]]] = {}
-        self._new: dict[tuple[str, str, str], float] = {}
+        self._entries: dict[str, dict[str, dict[str, Entry]]] = {}
+        self._new: dict[tuple[str, str, str], Entry] = {}
+        self._quiet: dict[str, dict[str, Reading]] = {}
         self._last_save = time.monotonic()
         self._unwritable = False
-        self._entries = self._read()
+        self._quiet_new = False
+        self._entries, self._quiet = self._read()
         atexit.register(self.save)
 
     def __len__(self) -> int:
         return sum(len(keys) for devs in self._entries.values() for keys in devs.values())
 
     def get(self, backend: str, device: str, key: Any) -> float | None:
-        value = self._entries.get(backend, {}).get(device, {}).get(key_text(key))
-        if value is None:
+        """The milliseconds cached for `key` (None: none are)."""
+        entry = self.entry(backend, device, key)
+        return None if entry is None else entry["ms"]
+
+    def entry(self, backend: str, device: str, key: Any) -> Entry | None:
+        """The entry cached for `key`: its "ms" and how it was measured."""
+        entry = self._entries.get(backend, {}).get(device, {}).get(key_text(key))
+        if entry is None:
             self.misses += 1
         else:
             self.hits += 1
-        return value
+        return entry
 
-    def put(self, backend: str, device: str, key: Any, ms: float) -> None:
+    def put(self, backend: str, device: str, key: Any, ms: float,
+            cal: Reading | None = None, half: float | None = None,
+            reps: int | None = None) -> None:
+        entry: Entry = {"ms": float(ms), "at": round(time.time(), 1)}
+        if cal:
+            entry["cal"] = {k: float(v) for k, v in cal.items()}
+        if half is not None:
+            entry["half"] = float(half)
+        if reps is not None:
+            entry["reps"] = int(reps)
         k = key_text(key)
-        self._entries.setdefault(backend, {}).setdefault(device, {})[k] = float(ms)
-        self._new[(backend, device, k)] = float(ms)
+        self._entries.setdefault(backend, {}).setdefault(device, {})[k] = entry
+        self._new[(backend, device, k)] = entry
+        if cal:
+            self.note_reading(backend, device, cal)
         if time.monotonic() - self._last_save > self.save_every:
             self.save()
 
+    def quiet(self, backend: str, device: str) -> Reading | None:
+        """The device's quietest reading seen (each reference's least time)."""
+        return self._quiet.get(backend, {}).get(device)
+
+    def note_reading(self, backend: str, device: str, reading: Reading) -> None:
+        """Take `reading` into the device's quietest one."""
+        devs = self._quiet.setdefault(backend, {})
+        devs[device] = quietest(devs.get(device), reading)
+        self._quiet_new = True
+
     def devices(self, backend: str) -> list[str]:
         return sorted(self._entries.get(backend, {}))
+
+    def entries(self) -> Iterator[tuple[str, str, str, Entry]]:
+        """Every entry: backend, device, key text, entry."""
+        for backend, devs in sorted(self._entries.items()):
+            for device, keys in sorted(devs.items()):
+                for k, e in keys.items():
+                    yield backend, device, k, e
+
+    def clear(self) -> int:
+        """Remove every entry, from memory and from the file; how many there were."""
+        n = len(self)
+        with self._locked():
+            if self.path.exists():
+                self.path.unlink()
+        self._entries, self._quiet, self._new = {}, {}, {}
+        self._quiet_new = False
+        return n
 
     def save(self) -> None:
         """Merge the entries measured here into the file (others' entries kept).
         A file that cannot be written is said once (a warning) and the costs
         stay in memory: losing a cache never fails a search."""
         self._last_save = time.monotonic()
-        if not self._new or self._unwritable:
+        if not (self._new or self._quiet_new) or self._unwritable:
             return
         try:
             self._save()
@@ -103,20 +168,27 @@ class CostCache:
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked():
-            merged = self._read()
-            for (backend, device, k), ms in self._new.items():
-                merged.setdefault(backend, {}).setdefault(device, {})[k] = ms
-            doc = {"format": FORMAT, "version": VERSION, "entries": merged}
+            merged, quiet = self._read()
+            for (backend, device, k), entry in self._new.items():
+                merged.setdefault(backend, {}).setdefault(device, {})[k] = entry
+            for backend, devs in self._quiet.items():
+                for device, reading in devs.items():
+                    q = quiet.setdefault(backend, {})
+                    q[device] = quietest(q.get(device), reading)
+            doc = {"format": FORMAT, "version": VERSION, "entries": merged, "quiet": quiet}
             with atomic_path(self.path) as tmp, open(tmp, "w") as f:
                 json.dump(doc, f, indent=1, sort_keys=True)
-        self._entries = merged
+        self._entries, self._quiet = merged, quiet
         self._new.clear()
+        self._quiet_new = False
 
-    def _read(self) -> dict[str, dict[str, dict[str, float]]]:
-        """The file's entries; ValueError (one line, naming the file) for one
-        that is not a cost cache, OSError for one that cannot be read."""
+    def _read(self) -> tuple[dict[str, dict[str, dict[str, Entry]]],
+                             dict[str, dict[str, Reading]]]:
+        """The file's entries and quiet readings; ValueError (one line, naming
+        the file) for one that is not a cost cache, OSError for one that cannot
+        be read."""
         if not self.path.exists():
-            return {}
+            return {}, {}
         if not self.path.is_file():
             raise ValueError(f"the cost cache {self.path} is not a regular file")
         try:
@@ -129,11 +201,18 @@ class CostCache:
             raise ValueError(f"the cost cache {self.path} is not valid JSON ({e.msg} at line "
                              f"{e.lineno}); remove it or pass another --cost-cache") from None
         entries = doc.get("entries") if isinstance(doc, dict) else None
+        quiet = doc.get("quiet", {}) if isinstance(doc, dict) else None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT \
-                or doc.get("version") != VERSION or not _valid_entries(entries):
+                or doc.get("version") not in READS:
             raise ValueError(f"{self.path} is not a version-{VERSION} taso cost cache; remove it "
                              f"or pass another --cost-cache")
-        return entries
+        if doc["version"] == 1 and _valid_entries(entries, _valid_ms):
+            entries = {b: {d: {k: {"ms": float(v)} for k, v in keys.items()}
+                           for d, keys in devs.items()} for b, devs in entries.items()}
+        if not _valid_entries(entries, _valid_entry) or not _valid_entries(quiet, valid_reading):
+            raise ValueError(f"{self.path} is a damaged taso cost cache (an entry is not "
+                             f"milliseconds); remove it or pass another --cost-cache")
+        return entries, quiet
 
     @contextmanager
     def _locked(self):
@@ -145,14 +224,26 @@ class CostCache:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _valid_entries(entries: Any) -> bool:
-    """backend -> device -> key text -> a finite, non-negative number of ms."""
+def _valid_ms(v: Any) -> bool:
+    """A finite, non-negative number of milliseconds."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+        and v >= 0
+
+
+def _valid_entry(e: Any) -> bool:
+    return isinstance(e, dict) and _valid_ms(e.get("ms")) \
+        and ("cal" not in e or valid_reading(e["cal"])) \
+        and all(_valid_ms(e[f]) for f in ("half", "reps", "at") if f in e)
+
+
+def _valid_entries(entries: Any, valid: Callable[[Any], bool]) -> bool:
+    """backend -> device -> (key text or reading) -> what `valid` accepts."""
     return isinstance(entries, dict) and all(
         isinstance(devs, dict) and all(
-            isinstance(keys, dict) and all(
-                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-                and math.isfinite(v) and v >= 0 for k, v in keys.items())
-            for keys in devs.values())
+            isinstance(d, str) and isinstance(keys, dict) and (
+                valid(keys) if valid is valid_reading else
+                all(isinstance(k, str) and valid(v) for k, v in keys.items()))
+            for d, keys in devs.items())
         for devs in entries.values())
 
 

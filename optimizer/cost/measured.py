@@ -1,13 +1,25 @@
 """What the measured cost models share: keys, the memo, the persistent cache,
-constant inputs and the fixed per-run overhead.
+calibration, what is worth timing, constant inputs and the per-run overhead.
 
 A subclass says how to time a chain of nodes run as one program (`time_chain`;
-one node is a chain of one) and one empty run (`time_overhead`) on its device;
-this class decides what is worth timing. A node whose inputs are all constants
-costs nothing (it is folded before the model runs); otherwise its key is its
-operator's `cost_key` plus which inputs are constants, looked up in memory, then
-in the cache, and timed only when both miss. The cost is the timing less the
-overhead, never below zero.
+one node is a chain of one) and one empty run (`time_overhead`) on its device,
+and may time many at once beside its reference programs (`time_units`,
+`reference_reading`); this class decides what is worth timing. A node whose
+inputs are all constants costs nothing (it is folded before the model runs);
+otherwise its key is its operator's `cost_key` plus which inputs are
+constants, looked up in memory, then in the cache, and timed only when both
+miss. The cost is the timing less the overhead, never below zero, carried to
+the device's quietest calibration (calibrate.py), so that keys timed under
+load and keys timed idle compare as if timed together.
+
+What is worth timing, in a search (`begin_search` .. `end_search`): the keys
+of the original graph, in one batch; then, for the graphs the search meets,
+keys missing from the cache are first priced by the analytic model (scaled by
+what the measured keys of the same operators cost against it) and only the
+keys of each round's winner are timed (`confirm`); where that moved its cost,
+the search runs again on the measured costs. A cached entry out of
+calibration is carried (rescaled) unless a decision rests on it and the
+machine is quieter now than when it was timed; then it is timed again.
 
 A device that fuses (onnxruntime folds a normalization, a bias, a residual add
 and an activation into the convolution or product before them) is costed in
@@ -19,18 +31,20 @@ whatever the runtime fuses of it is measured as fused.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 from taso.ir import Graph
 from taso.ops import get_op
 
 from . import SOURCE_OPS, CostModel, Shape
 from .cache import CostCache
+from .calibrate import BUSY, TOLERANCE, Reading, factor, load_average, quietest, slowdown
 from .chains import (  # noqa: F401  (re-exported: the backends and tests read them here)
     KIND_ORDER,
     MAX_CHAIN,
@@ -52,6 +66,29 @@ from .chains import (  # noqa: F401  (re-exported: the backends and tests read t
 log = logging.getLogger("taso.optimizer")
 
 OVERHEAD_KEY = ("run-overhead",)
+# A confirmed key that moved by more than this from its guess runs the search again.
+MOVED = 0.05
+# Keys of a searched model are timed to this fraction of its cost at least.
+PRECISION = 0.002
+
+
+class Timed(NamedTuple):
+    """One unit's timing: milliseconds (less the overhead), the calibration
+    reading of its batch, the half-width of its interval, its runs."""
+
+    ms: float
+    cal: Reading | None = None
+    half: float | None = None
+    reps: int | None = None
+
+
+def unit_links(what: tuple) -> list[Link]:
+    """The chain a unit times: its links, or its one node as a chain of one."""
+    if what[0] == "chain":
+        return list(what[1])
+    _, op, attrs, shapes, consts, dtypes = what
+    return [(op, attrs, tuple((_kind(c), s, d) for s, c, d in
+                              zip(shapes, consts, dtypes or ["float32"] * len(shapes))))]
 
 
 def default_consts(op: str, shapes: Sequence[Shape]) -> tuple[bool, ...]:
@@ -83,9 +120,6 @@ class MeasuredCostModel(CostModel):
         self._overhead: float | None = None
         self.measured = 0
         self.measure_seconds = 0.0
-        # Keys this instance timed anew, with what they time and the context
-        # they were timed in, until `settle` takes them again.
-        self._fresh: dict[Any, tuple[tuple, tuple]] = {}
         # What the model being priced does to the caches between two runs of one
         # of its nodes, as the backend times it (`model_context`); part of every
         # key, empty where the backend has nothing to say.
@@ -93,6 +127,25 @@ class MeasuredCostModel(CostModel):
         self._opaque: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._fallback_said: set[str] = set()
         self._analytic: CostModel | None = None
+        # In a search: keys priced by a guess (not yet timed), and cached keys
+        # to time again if a decision rests on them; each with what it times.
+        self.searching = False
+        self._guessed: dict[Any, tuple] = {}
+        self._doubted: dict[Any, tuple] = {}
+        # Per operator (or chain) label, the timed units' (estimate, measured over
+        # estimate): what the guesses are scaled by.
+        self._ratios: dict[str, list[tuple[float, float]]] = {}
+        self._reading: Reading | None = None  # the machine now (calibrate.py)
+        self._quiet: Reading | None = None
+        self._busy_said = False
+        # Where keys' prices came from (see `counts`), and the progress callback
+        # (keys done, keys in the batch, estimated seconds left).
+        self.counts: Counter[str] = Counter()
+        self.progress: Callable[[int, int, float], None] | None = None
+        # Milliseconds a key's timing need not resolve: PRECISION of the model
+        # being searched (0 until one is), so a microsecond op in a model of
+        # milliseconds is timed once, not until its median is known to 3%.
+        self.precision_ms = 0.0
 
     fuses = False  # whether graph_cost times fusable chains as one program
     # Whether whole-model predictions are scaled to the device's speed now
@@ -295,72 +348,238 @@ class MeasuredCostModel(CostModel):
 
     def _priced(self, key: Any, what: tuple) -> float:
         ms = self._memo.get(key)
-        if ms is None:
-            before = self.measured
-            try:
-                ms = self._cached(key, lambda: self._time_unit(what))
-            except Exception as e:  # a node the device cannot run alone
-                ms = self._fallback(what, e)
-            self._memo[key] = ms
-            if self.measured > before:
-                self._fresh[key] = (what, self.context)
+        if ms is not None:
+            return ms
+        if key in self._guessed and not self.searching:
+            self._measure([(key, what)])  # a guess outlives no search
+            return self._memo[key]
+        entry = self.cache.entry(self.name, self.device, key) if self.cache is not None \
+            else None
+        if entry is not None:
+            ms = self._carried(key, what, entry)
+        elif self.searching and self.analytic_first and what[0] == "node":
+            # The core's candidates, met by the thousand, are guessed; a fused
+            # chain (priced for the few graphs a pass compares whole) is timed:
+            # what fusion saves is what a guess cannot see.
+            return self._guess(key, what)
+        else:
+            self._measure([(key, what)])
+            return self._memo[key]
+        self._memo[key] = ms
         return ms
+
+    # ---- calibration ---------------------------------------------------------------
+    analytic_first = True  # in a search, guess missing keys and time the winners'
+
+    def reference_reading(self) -> Reading | None:
+        """The reference programs timed now (calibrate.REFERENCES); None for a
+        device that has none."""
+        return None
+
+    def reading(self) -> Reading | None:
+        """The machine now: the latest reading (timed once, then renewed by every
+        batch)."""
+        if self._reading is None:
+            start = time.perf_counter()
+            self._take_reading(self.reference_reading())
+            self.measure_seconds += time.perf_counter() - start
+        return self._reading
+
+    def quiet(self) -> Reading | None:
+        """The device's quietest reading, what every price is carried to: the
+        cache's and this run's first, fixed from then on (a quieter reading
+        later is kept for later runs), so that the prices of one run agree."""
+        if self._quiet is None:
+            cached = self.cache.quiet(self.name, self.device) if self.cache is not None \
+                else None
+            self._quiet = quietest(cached, self.reading())
+        return self._quiet
+
+    def _take_reading(self, reading: Reading | None) -> None:
+        if not reading:
+            return
+        self._reading = dict(reading)
+        if self.cache is not None:
+            self.cache.note_reading(self.name, self.device, reading)
+        cached = self.cache.quiet(self.name, self.device) if self.cache is not None else None
+        slow = slowdown(reading, quietest(cached, reading))
+        load = load_average()
+        if not self._busy_said and (slow > BUSY or (load is not None and load > 0.75)):
+            self._busy_said = True
+            self.counts["busy"] = 1
+            log.warning("the machine is busy (%sreference programs %.2fx their quietest time): "
+                        "measured costs may be off by %.0f%%; each is timed beside the "
+                        "references and carried to the quiet state",
+                        f"load {load:.2f} per CPU, " if load is not None else "", slow,
+                        100 * max(slow - 1, 0.1))
+
+    def _carried(self, key: Any, what: tuple, entry: dict) -> float:
+        """A cached entry's price in the quiet state; noted for timing again if
+        the machine is quieter now than when it was timed (or it carries no
+        calibration), should a decision rest on it."""
+        ms, cal = entry["ms"], entry.get("cal")
+        now = self.reading()
+        if now is not None and (cal is None or factor(cal, now, ms) < 1 - TOLERANCE):
+            self._doubted[key] = what
+        carried = ms * factor(cal, self.quiet(), ms) if cal is not None else ms
+        self.counts["rescaled" if abs(carried - ms) > TOLERANCE * ms else "cached"] += 1
+        self._learn(what, carried)
+        return carried
+
+    # ---- guesses, batches and decisions --------------------------------------------------
+    def _guess(self, key: Any, what: tuple) -> float:
+        """A price for a unit not yet timed: its roofline estimate (analytic.py,
+        without launch or saturation terms: the work alone) times the measured
+        over estimated cost of the timed unit of the same operators nearest to
+        it in estimate (of any operators where none of its own were timed).
+        Small products' roofline ratios differ 20x from large ones', so the
+        nearest, not a mean."""
+        label, est = self._analytic_price(what)
+        known = self._ratios.get(label) or [p for ps in self._ratios.values() for p in ps]
+        if known and est > 0:
+            _, ratio = min(known, key=lambda p: abs(math.log(p[0] / est)))
+            ms = est * ratio
+        else:
+            ms = est
+        self._guessed[key] = what
+        self._memo[key] = ms
+        return ms
+
+    def _measure(self, units: Sequence[tuple[Any, tuple]]) -> None:
+        """Time `units` (key, what) as one batch; their prices into the memo
+        and the cache (the analytic model's where the device cannot run one)."""
+        units = list(dict(units).items())  # each key once
+        if not units:
+            return
+        start = time.perf_counter()
+        done = [0]
+
+        def tick() -> None:
+            done[0] += 1
+            if self.progress is not None:
+                spent = time.perf_counter() - start
+                self.progress(done[0], len(units), spent / done[0] * (len(units) - done[0]))
+        try:
+            results = self.time_units([what for _, what in units], tick)
+        finally:
+            self.measure_seconds += time.perf_counter() - start
+        if results and isinstance(results[-1], Timed) and results[-1].cal:
+            self._take_reading(results[-1].cal)
+        quiet = self.quiet()
+        for (key, what), r in zip(units, results):
+            self._guessed.pop(key, None)
+            was_doubted = self._doubted.pop(key, None) is not None
+            if isinstance(r, Exception):
+                self._memo[key] = self._fallback(what, r)
+                self.counts["fallback"] += 1
+                continue
+            self.measured += 1
+            self.counts["remeasured" if was_doubted else "measured"] += 1
+            if self.cache is not None:
+                self.cache.put(self.name, self.device, key, r.ms, r.cal, r.half, r.reps)
+            ms = r.ms * factor(r.cal, quiet, r.ms) if r.cal else r.ms
+            self._memo[key] = ms
+            self._learn(what, ms)
+
+    def _learn(self, what: tuple, ms: float) -> None:
+        """Take a timed (or cached) unit's price into what guesses are scaled by."""
+        label, est = self._analytic_price(what)
+        if est > 0 and ms > 0:
+            self._ratios.setdefault(label, []).append((est, ms / est))
+
+    def time_units(self, whats: Sequence[tuple], tick: Callable[[], None] = lambda: None
+                   ) -> list[Timed | Exception]:
+        """Each unit's timing (or the error that kept it from being timed), one
+        after another, with the reading taken before them; a backend that can
+        time many at once overrides it."""
+        reading = self.reference_reading()
+        out: list[Timed | Exception] = []
+        for what in whats:
+            try:
+                out.append(Timed(self._time_unit(what), reading))
+            except Exception as e:  # a node the device cannot run alone
+                out.append(e)
+            tick()
+        return out
+
+    def begin_search(self, graph: Graph) -> None:
+        """A search of `graph` starts: the keys of `graph` are timed (one batch)
+        where they are missing or doubted, and from here keys the search meets
+        anew are guessed until `confirm` times them."""
+        self.weight_byte_cost()  # the search reads it; a measured key, not a guess
+        self.searching = False
+        self._confirm(graph)
+        self.precision_ms = PRECISION * self.graph_cost(graph)
+        self.searching = True
+
+    def confirm(self, graph: Graph) -> bool:
+        """Time the guessed and doubted keys of `graph` (a round's winner): True
+        where one moved by more than MOVED from its price in the search, so the
+        search is to run again on the timed costs."""
+        return self._confirm(graph)
+
+    def end_search(self, graph: Graph | None) -> None:
+        """The search chose `graph`: its keys are timed, so its cost is measured
+        (None: the search ended without a choice)."""
+        try:
+            if graph is not None:
+                self._confirm(graph)
+        finally:
+            self.searching = False
+
+    def _confirm(self, graph: Graph) -> bool:
+        pending: dict[Any, tuple] = {}
+        before: dict[Any, float] = {}
+        for _, unit in self._units(graph):
+            if unit is None or unit[0] in pending:
+                continue
+            key, what = unit
+            if key not in self._memo:
+                entry = self.cache.entry(self.name, self.device, key) \
+                    if self.cache is not None else None
+                if entry is None:
+                    pending[key] = what
+                    continue
+                self._memo[key] = self._carried(key, what, entry)
+            if key in self._guessed or key in self._doubted:
+                before[key] = self._memo.pop(key)
+                pending[key] = what
+        self._measure(list(pending.items()))
+        return any(abs(self._memo[k] - ms) > MOVED * ms for k, ms in before.items())
+
+    def _analytic_price(self, what: tuple) -> tuple[str, float]:
+        """A unit's label (its operators) and the analytic model's price of it."""
+        links = unit_links(what)
+        label = "+".join(dict(a).get("onnx_type", op) if op == "opaque" else op
+                         for op, a, _ in links)
+        total = 0.0
+        for op, attrs, ins in links:
+            try:
+                total += float(self.roofline.op_cost(op, dict(attrs), [s for _, s, _ in ins]))
+            except Exception:
+                continue
+        return label, total if math.isfinite(total) else 0.0
+
+    @property
+    def roofline(self) -> CostModel:
+        """The analytic model that prices what cannot be timed, and the guesses:
+        its work terms alone (no launch, no saturation)."""
+        if self._analytic is None:
+            from .analytic import AnalyticCost
+
+            self._analytic = AnalyticCost(launch_us=0.0, saturation_mflops=0.0)
+        return self._analytic
 
     def _fallback(self, what: tuple, error: Exception) -> float:
         """The analytic model's price for a unit the device could not time
         (kept in memory, never in the cache); said once per operator."""
-        from .analytic import AnalyticCost
-
-        if self._analytic is None:
-            self._analytic = AnalyticCost()
-        links = what[1] if what[0] == "chain" else \
-            [(what[1], what[2], tuple((_kind(c), s, d) for s, c, d in
-                                      zip(what[3], what[4], what[5] or ["float32"] * 8)))]
-        label = "+".join(dict(a).get("onnx_type", op) if op == "opaque" else op
-                         for op, a, _ in links)
+        label, ms = self._analytic_price(what)
         if label not in self._fallback_said:
             self._fallback_said.add(label)
             text = str(error).strip().splitlines()
             log.warning("%s cannot be timed alone on this device (%s); priced by the analytic "
                         "model", label, text[0][:200] if text else type(error).__name__)
-        total = 0.0
-        for op, attrs, ins in links:
-            try:
-                total += float(self._analytic.op_cost(op, dict(attrs), [s for _, s, _ in ins]))
-            except Exception:
-                continue
-        return total if total == total and total != float("inf") else 0.0
-
-    def settle(self, below_ms: float = 0.5, moved: float = 0.05) -> bool:
-        """Time once more each key this instance measured anew that costs under
-        `below_ms`, and keep the lower of its two timings: a disturbance only
-        slows a program down, and one that lasts a moment reads a small program
-        at 1.5-3x its cost (NasRNN's 15 us products, timed 28-47 us in some
-        fresh pricings), where a large one averages it out. The second timing
-        comes seconds or minutes after the first (after a search). Each key is
-        settled once; True when one fell by more than `moved`."""
-        if not self._fresh:
-            return False
-        start = time.perf_counter()
-        changed = False
-        saved = self.context
-        try:
-            for key, (what, context) in self._fresh.items():
-                old = self._memo[key]
-                if old >= below_ms:
-                    continue
-                self.context = context
-                new = self._time_unit(what)
-                if new < old:
-                    self._memo[key] = new
-                    if self.cache is not None:
-                        self.cache.put(self.name, self.device, key, new)
-                    changed |= new < (1 - moved) * old
-        finally:
-            self.context = saved
-            self._fresh.clear()
-            self.measure_seconds += time.perf_counter() - start
-        return changed
+        return ms
 
     @staticmethod
     def links(graph: Graph, chain: list[int], const: set[int]) -> list[Link]:

@@ -92,6 +92,15 @@ class MemoryWeighted(CostModel):
     def price_within(self, graph: Graph) -> None:
         self.base.price_within(graph)
 
+    def begin_search(self, graph: Graph) -> None:
+        self.base.begin_search(graph)
+
+    def confirm(self, graph: Graph) -> bool:
+        return self.base.confirm(graph)
+
+    def end_search(self, graph: Graph | None) -> None:
+        self.base.end_search(graph)
+
     def memory_cost(self, graph: Graph) -> float:
         return self.memory_weight * peak_memory_bytes(graph) / MIB
 

@@ -14,14 +14,16 @@ constant. Results persist in a `CostCache`.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
 import platform
+import tempfile
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
@@ -44,16 +46,20 @@ from taso.runtime import (
 
 from . import register_cost_model
 from .cache import CostCache
+from .calibrate import REFERENCES, Reading
 from .layout import layout_changes, reorder_program
 from .measured import (
     Link,
     MeasuredCostModel,
+    Timed,
     const_value,
     is_const_kind,
     kind_value,
     link_source,
+    unit_links,
 )
 from .memory import output_bytes, traffic_bytes
+from .sampling import Column, time_columns
 
 Shape = tuple[int, ...]
 log = logging.getLogger("taso.optimizer")
@@ -121,7 +127,8 @@ def chain_graph(links: Sequence[Link], copies: int = 1) -> Graph:
     """A graph computing the chain `links` `copies` times side by side: the
     copies share their activation inputs (graph inputs) and each has its own
     constants (weights); each copy's last output is a graph output. Weights are
-    positive, so that a normalization's variance is."""
+    positive, so that a normalization's variance is (and named here: naming
+    hundreds of them by count is quadratic)."""
     g = Graph(seed=0)
     rng = np.random.default_rng(0)
     shared: dict[tuple[int, int], Any] = {}
@@ -129,22 +136,29 @@ def chain_graph(links: Sequence[Link], copies: int = 1) -> Graph:
         for i, (kind, shape, dtype) in enumerate(ins):
             if kind == "x":
                 shared[(k, i)] = g.new_input(shape, dtype=dtype)
-    for _ in range(copies):
+    for c in range(copies):
         made: list[Any] = []  # each link's output
         for k, (op, attrs, ins) in enumerate(links):
             args = [made[j] if (j := link_source(kind, k)) is not None else
                     shared[(k, i)] if kind == "x" else
-                    g.new_weight(shape, data=np.full(shape, const_value(kind), dtype))
-                    if const_value(kind) is not None else
-                    g.new_weight(shape, data=kind_value(kind))
-                    if kind_value(kind) is not None else
-                    g.new_weight(shape, data=rng.uniform(0.5, 1.0, shape).astype(dtype))
+                    g.new_weight(shape, data=const_data(kind, shape, dtype, rng),
+                                 name=f"w{c}_{k}_{i}")
                     for i, (kind, shape, dtype) in enumerate(ins)]
             outs = g.add_node(op, args, **attrs)
             made.append(outs[0])
         for t in outs:
             g.mark_output(t)
     return g
+
+
+def const_data(kind: str, shape: Shape, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """A constant input of `kind` (const_kind): its value where the kind says
+    one, else uniform in [0.5, 1)."""
+    if const_value(kind) is not None:
+        return np.full(shape, const_value(kind), dtype)
+    if kind_value(kind) is not None:
+        return kind_value(kind)
+    return rng.uniform(0.5, 1.0, shape).astype(dtype)
 
 
 def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
@@ -157,6 +171,36 @@ def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
 
 
 PER_NODE_CHAIN = 33  # ReLUs in the program that tells a node's share of a run
+REL = 0.03  # a key is timed until the interval around its median is within 3% of it
+CHUNK = 12  # keys timed side by side in one batch (each holds its weights' copies)
+
+
+class Program(NamedTuple):
+    """A unit's program, ready to time: its runner, how many copies of the unit
+    it runs, and the share of its kernel time in layout changes."""
+
+    run: Runner
+    copies: int
+    share: float
+
+
+def blocked(links: Sequence[Link]) -> bool:
+    """Whether onnxruntime may run a link of the chain in its blocked layout
+    (and put layout changes around it)."""
+    return any(OPS[op].blocked_layout if op in OPS and op != "opaque" else
+               dict(a).get("onnx_type") == "Conv" for op, a, _ in links)
+
+
+def layout_fraction(events: list[dict[str, Any]]) -> float:
+    """The fraction of kernel time in onnxruntime's profile `events` spent in
+    layout changes (its Reorder nodes)."""
+    layout = total = 0.0
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            total += e["dur"]
+            if e.get("args", {}).get("op_name", "").startswith("Reorder"):
+                layout += e["dur"]
+    return layout / total if total else 0.0
 
 
 @register_cost_model("ort")
@@ -184,6 +228,7 @@ class OrtCostModel(MeasuredCostModel):
                  exclude_layout: bool = True,
                  cache: CostCache | str | os.PathLike | bool | None = None):
         super().__init__(cache)
+        self._refs: dict[str, Program] | None = None
         self.threads = threads or default_threads()
         self.timing = dict(warmup=warmup, repeats=repeats, min_seconds=min_seconds,
                            clock=clock_for(self.threads))
@@ -203,15 +248,89 @@ class OrtCostModel(MeasuredCostModel):
         traffic = 2 * last_level_cache_bytes() if graph is None else traffic_bytes(graph)
         return (("reuse_mib", reuse_mib(traffic)),)
 
-    def time_chain(self, links) -> float:
+    def copies(self, links: Sequence[Link]) -> int:
+        """How many copies of the chain `links` its program runs (`weight_copies`)."""
+        if not self.cold_weights:
+            return 1
         const_bytes = sum(4 * int(np.prod(shape)) for _, _, ins in links
                           for kind, shape, _ in ins if is_const_kind(kind))
         op, attrs, ins = links[-1]
         out_bytes = output_bytes(op, attrs, [shape for _, shape, _ in ins])
         reuse = dict(self.context).get("reuse_mib", 0) << 20
-        copies = weight_copies(const_bytes, out_bytes, reuse) if self.cold_weights else 1
+        return weight_copies(const_bytes, out_bytes, reuse)
+
+    def time_chain(self, links) -> float:
+        copies = self.copies(links)
         ms = self.time_graph(chain_graph(links, copies))
         return (ms - self.overhead_ms) / copies + self.overhead_ms  # one copy's share
+
+    # ---- batches: many keys side by side, beside the reference programs -------------
+    def program(self, links: Sequence[Link], copies: int = 1, layout: bool = True) -> Program:
+        """The chain `links` (`copies` of it) as a session ready to time. Where
+        it may change layouts, its first two runs are profiled for their share
+        (then profiling ends: the timed runs are not profiled)."""
+        g = chain_graph(links, copies)
+        model, feeds = export_onnx(g), g.random_inputs(seed=0)
+        if not (layout and self.exclude_layout and blocked(links)):
+            return Program(Runner(session(model, benchmark_options(self.threads)), feeds),
+                           copies, 0.0)
+        with tempfile.TemporaryDirectory() as tmp:
+            so = benchmark_options(self.threads)
+            so.enable_profiling = True
+            so.profile_file_prefix = os.path.join(tmp, "p")
+            sess = session(model, so)
+            run = Runner(sess, feeds)  # its first run, profiled
+            with open(sess.end_profiling()) as f:
+                share = layout_fraction(json.load(f))
+        return Program(run, copies, share)
+
+    def _references(self) -> dict[str, Program]:
+        if self._refs is None:
+            self._refs = {name: self.program(links, layout=False)
+                          for name, links in REFERENCES.items()}
+        return self._refs
+
+    def reference_reading(self) -> Reading:
+        refs = self._references()
+        samples = time_columns({n: Column(p.run, rel=REL) for n, p in refs.items()},
+                               self.timing["clock"])
+        return {n: samples[n].median for n in refs}
+
+    def time_units(self, whats, tick=lambda: None):
+        """The units timed side by side, a batch of at most CHUNK at a time,
+        round by round beside the reference programs (sampling.py): each key's
+        timing records the reading of its batch. Each key is still timed
+        alone: one program per key, run on its own between the others (never
+        two at once), with the copies that make its weights as cold as in the
+        model; the rounds only interleave the keys in time."""
+        overhead = self.overhead_ms
+        refs = self._references()
+        out: list[Timed | Exception | None] = [None] * len(whats)
+        for at in range(0, len(whats), CHUNK):
+            progs: dict[int, Program] = {}
+            for i in range(at, min(at + CHUNK, len(whats))):
+                try:
+                    links = unit_links(whats[i])
+                    progs[i] = self.program(links, self.copies(links))
+                except Exception as e:  # a node the device cannot run alone
+                    out[i] = e
+                    tick()
+            columns: dict[Any, Column] = {("ref", n): Column(p.run) for n, p in refs.items()}
+            columns.update({i: Column(p.run, rel=REL, floor=self.precision_ms * p.copies,
+                                      warm=p.copies == 1) for i, p in progs.items()})
+            try:
+                samples = time_columns(columns, self.timing["clock"],
+                                       on_done=lambda name, _: tick())
+            except Exception as e:  # a run that failed after its first
+                for i in progs:
+                    out[i] = e
+                continue
+            cal = {n: samples[("ref", n)].median for n in refs}
+            for i, p in progs.items():
+                s = samples[i]
+                ms = max((s.median * (1 - p.share) - overhead) / p.copies, 0.0)
+                out[i] = Timed(ms, cal, s.half / p.copies, s.runs)
+        return out
 
     def time_overhead(self) -> float:
         """The fixed cost of a session run: a ReLU of one element, less what one
@@ -289,11 +408,4 @@ class OrtCostModel(MeasuredCostModel):
         from its profiler. A program of one convolution pays them at its input and
         output; inside a model, consecutive convolutions stay blocked and pay
         them only where the model leaves the format."""
-        events = profile_events(model, feeds, self.threads, runs=3)
-        layout = total = 0.0
-        for e in events:
-            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
-                total += e["dur"]
-                if e.get("args", {}).get("op_name", "").startswith("Reorder"):
-                    layout += e["dur"]
-        return layout / total if total else 0.0
+        return layout_fraction(profile_events(model, feeds, self.threads, runs=3))
