@@ -189,12 +189,18 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
 def refusal(row: dict[str, Any]) -> str:
     """What the whole-model check refused, if it refused the search's rewrites."""
     v = row.get("validated")
-    if not v or v["kept"]:
+    # Records from before the verdicts say only "kept"; unchanged ones refused nothing.
+    verdict = v and v.get("verdict", "not faster" if not v["kept"] else "faster")
+    if verdict not in ("not faster", "undecided"):
         return ""
     n = sum(v.get("rules", {}).values())
+    interval = (f", ×{1 / v['high']:.2f}–×{1 / v['low']:.2f}" if v.get("low") and v.get("high")
+                else "")
+    outcome = ("not faster by the required margin" if verdict == "not faster"
+               else f"undecided after {v['seconds']:.0f} s")
     return (f" (refused: the search's {f'{n} rewrites' if n else 'rewrite'} measured "
-            f"{v['original_ms']:.2f} → {v['optimized_ms']:.2f} ms as a whole model, "
-            "not faster by the required margin)")
+            f"{v['original_ms']:.2f} → {v['optimized_ms']:.2f} ms as a whole model{interval}, "
+            f"{outcome})")
 
 
 def speed(row: dict[str, Any]) -> str:

@@ -13,6 +13,22 @@ STOPPED = {"saturated": "saturated (every graph the rules reach was expanded)",
            "budget": "at the budget (--budget)", "time_limit": "at the time limit (--time-limit)"}
 
 
+def timed_text(v: dict[str, Any], arrow: str = "->", times: str = "x") -> str:
+    """The whole-model verdict (a report's `timed`) in a line: the two
+    latencies, the speedup with its confidence interval where there is one,
+    and what was kept."""
+    if v["verdict"] == "unchanged":
+        return "unchanged (" + ("the rewrites left the graph as it was" if v["rules"]
+                                else "no rewrite applied") + ")"
+    speedup = f", {times}{1 / v['ratio']:.2f}" if v.get("ratio") else ""
+    if v.get("low") and v.get("high"):  # B/A's interval, turned into A/B's
+        speedup += f" [{times}{1 / v['high']:.2f}, {times}{1 / v['low']:.2f}]"
+    outcome = {"faster": "faster: kept", "not faster": "not faster: original kept",
+               "undecided": f"undecided after {v['seconds']:.0f} s: original kept"}
+    return (f"{v['original_ms']:.3f} ms {arrow} {v['optimized_ms']:.3f} ms{speedup} "
+            f"{outcome[v['verdict']]}")
+
+
 def summary_dict(report: SearchReport, **extra: Any) -> dict[str, Any]:
     d = report.to_json()
     d.update(extra)
@@ -45,8 +61,7 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
                      + (f" (cache {m['cache']})" if m["cache"] else "")))
     v = d.get("timed")
     if v:
-        rows.append(("measured", f"{v['original_ms']:.3f} ms -> {v['optimized_ms']:.3f} ms, "
-                                 + ("kept" if v["kept"] else "not faster: original kept")))
+        rows.append(("measured", timed_text(v)))
     if d.get("max_error") is not None:
         rows.append(("max error", f"{d['max_error']:.3g} (onnxruntime, original vs optimized)"))
     for k, v in extra.items():

@@ -24,6 +24,8 @@ from taso.ir import Graph
 from taso.svg import bar_chart, graph_svg, line_chart, pattern_svgs
 
 from .cost import CostModel
+from .report import timed_text
+from .runner import NOT_FASTER, times_models
 from .trace import Trace, rename
 
 STYLE = """
@@ -54,9 +56,11 @@ WHY = {"below --min-gain": "The predicted gain was at most --min-gain (the cost 
                                         "node costs; priced as the device runs them (fused "
                                         "chains as one program, constants read), the result "
                                         "was no cheaper: not kept.",
-       "measured slower as a whole model": "The optimized whole model did not measure faster "
-                                           "than the original by the cost model's "
-                                           "measured_gain: the original was kept.",
+       NOT_FASTER: "Timed against the original, the optimized whole model was not shown "
+                   "faster by more than the cost model's measured_gain: not faster (its "
+                   "time over the original's, or the confidence interval of that ratio, "
+                   "lay above the bar) or undecided (the interval still straddled the bar "
+                   "when the time ran out). The original was kept.",
        "check failed": "The result failed the check against the original in onnxruntime: the "
                        "rules below were left out and the model searched again."}
 # Sections, in order, by id: the browser test checks each is there.
@@ -106,14 +110,7 @@ def summary(report: Any, trace: Trace, model: CostModel) -> str:
             ("operators", f"{d['ops_before']} → {d['ops_after']}")]
     timed = d.get("timed")
     if timed:
-        spread = timed.get("spread_ms") or [None, None]
-        noise = [f" ± {s / 2:.3f}" if s is not None else "" for s in spread]
-        verdict = "<span class='good'>kept</span>" if timed["kept"] else \
-            "<span class='bad'>not faster: the original was kept</span>"
-        rows.append(("measured latency", f"{timed['original_ms']:.3f}{noise[0]} ms → "
-                                         f"{timed['optimized_ms']:.3f}{noise[1]} ms, {verdict}"
-                                         " <span class='note'>(± half the gap between two "
-                                         "sessions' medians)</span>"))
+        rows.append(("measured latency", measured(timed)))
     else:
         rows.append(("measured latency", "not timed (the cost model does not time whole "
                                          "models, or --no-timing)"))
@@ -136,17 +133,28 @@ def summary(report: Any, trace: Trace, model: CostModel) -> str:
     return f"<section id='summary'><h2>Summary</h2><table>{body}</table>{notes}</section>"
 
 
+def measured(timed: dict[str, Any]) -> str:
+    """The whole-model verdict, coloured by what was kept."""
+    text = e(timed_text(timed, "→", "×"))
+    if timed["verdict"] == "unchanged":
+        return text
+    note = (f" <span class='note'>(speedup, and its {timed['confidence']:.0%} confidence "
+            f"interval over {timed['rounds']} interleaved rounds)</span>"
+            if timed.get("low") else "")
+    return f"<span class='{'good' if timed['kept'] else 'bad'}'>{text}</span>{note}"
+
+
 # ---- rewrites ----------------------------------------------------------------------
 def rewrites(report: Any, trace: Trace, by_id: dict[str, Rule]) -> str:
-    reverted = [r for r in trace.refusals if r["reason"] == "measured slower as a whole model"]
+    reverted = [r for r in trace.refusals if r["reason"] == NOT_FASTER]
     title = "Rewrites the search chose, reverted" if reverted else "Rewrites applied"
     out = [f"<section id='rewrites'><h2>{title}</h2>"]
     if reverted:
         r = reverted[0]
         out.append(f"<p class='warn'>The rewrites below were chosen by the search, but the "
                    f"rewritten model measured {r['optimized_ms']:.3f} ms against the "
-                   f"original's {r['original_ms']:.3f} ms: the original was kept (see "
-                   f"<a href='#refused'>refused</a>).</p>")
+                   f"original's {r['original_ms']:.3f} ms, {e(r['verdict'])}: the original "
+                   f"was kept (see <a href='#refused'>refused</a>).</p>")
     if not trace.steps:
         out.append("<p>No rewrite was applied.</p></section>")
         return "".join(out)
@@ -242,13 +250,10 @@ def numbers(r: dict[str, Any]) -> str:
 
 
 def numbers_text(r: dict[str, Any]) -> str:
-    if "original_ms" in r:
-        spread = r.get("spread_ms") or [None, None]
-        noise = " ".join(f"(sessions {s:.3f} ms apart)" if s is not None else ""
-                         for s in spread[:1])
-        return (f"original {r['original_ms']:.3f} ms, optimized {r['optimized_ms']:.3f} ms "
-                f"({(r['optimized_ms'] / r['original_ms'] - 1) * 100:+.1f}%; needed "
-                f"< -{r['measured_gain'] * 100:.1f}%) {noise}")
+    if "verdict" in r:
+        rounds = f", {r['rounds']} rounds" if r.get("rounds") else ""
+        return (f"{timed_text(r, '→', '×')} (needed faster by more than "
+                f"{r['margin'] * 100:.1f}%{rounds})")
     if "before" in r:
         gain = (1 - r["after"] / r["before"]) * 100 if r["before"] else 0.0
         return (f"cost {r['before']:.4f} → {r['after']:.4f} ms (gain {gain:.2f}%, needed "
@@ -281,7 +286,7 @@ def operators(report: Any, graph: Graph, model: CostModel) -> str:
     labels = sorted(set(before) | set(after), key=lambda k: -max(before[k], after[k]))
     out = ["<section id='operators'><h2>Where the time goes, by operator</h2>"]
     timed = report.extra.get("timed")
-    kind = "measured per node on this device" if getattr(model, "time_models", None) \
+    kind = "measured per node on this device" if times_models(model) \
         else "predicted by the cost model"
     out.append(f"<p class='note'>Node costs ({e(kind)}), summed per operator, before and after "
                f"the rewrites.</p>")
@@ -291,12 +296,12 @@ def operators(report: Any, graph: Graph, model: CostModel) -> str:
                                              for k in labels])],
                          title="cost per operator"))
     rows = [("sum of node costs", sum(before.values()), sum(after.values()))]
-    if timed:
+    if timed and timed["original_ms"] is not None:
         rows.append(("measured whole model", timed["original_ms"], timed["optimized_ms"]))
     out.append("<table><tr><th></th><th>before</th><th>after</th></tr>" + "".join(
         f"<tr><th>{k}</th><td class='n'>{ms(b, 3)}</td><td class='n'>{ms(a, 3)}</td></tr>"
         for k, b, a in rows) + "</table>")
-    if not timed:
+    if not timed or timed["original_ms"] is None:
         out.append("<p class='note'>The whole model was not timed: no measured latency to set "
                    "against the predicted sum.</p>")
     out.append("</section>")

@@ -23,8 +23,10 @@ The passes, in order:
            times the winner's (`confirm`); where one moved, these two passes
            run again on the timed costs, at most SETTLE_ROUNDS more times.)
   fold     weight-only subgraphs become initializers (free to the objective).
-  timing   a model that times whole graphs (`time_models`) has the last word:
-           the result is kept only if it measures faster than the original.
+  timing   a model that times whole graphs (`compare_models`, or `time_models`)
+           has the last word: the result is kept only if it measures faster
+           than the original ("faster"; not on "not faster" or "undecided").
+           A result identical to the original is not timed ("unchanged").
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
 from taso.rules_db import Rule
 
 from taso.ir import Graph
+from taso.runtime import Verdict
 
 from .cost import CostModel
 from .engine import Engine
@@ -205,7 +209,7 @@ class Runner:
             out = fold_weights(out)
             passes.append(PassReport("fold", rounds, True, {}, time.perf_counter() - t1))
         t2 = time.perf_counter()
-        timed = self.timing_pass(graph, out, applied, rounds) if applied else None
+        timed = self.timing_pass(graph, out, applied, rounds)
         if timed is not None:
             passes.append(timed[0])
             if not timed[0].kept:
@@ -372,38 +376,78 @@ class Runner:
         """Both whole models (`original` folded as `out` is) timed against each
         other on the device: node and chain costs cannot see everything a
         runtime does with a graph (NasRNN's relu merges: predicted cheaper, ran
-        slower). The report, and the original as it was timed."""
-        time_models = getattr(self.model, "time_models", None)
-        if not self.timing or time_models is None:
+        slower). Only a "faster" verdict keeps `out`. A result identical to the
+        original is not timed. The report, and the graph to keep where `out`
+        is not kept. None where the model times no whole models."""
+        if not self.timing or not times_models(self.model):
             return None
         start = time.perf_counter()
-        if self.fold:
+        if applied and self.fold:
             original = fold_weights(original)
-        try:
-            before_ms, after_ms = time_models([original, out])
-        except Exception as e:
-            # Advice on keeping a checked result, from a device runtime whose
-            # errors share no base class (onnxruntime's, cupy's, a user model's):
-            # a failure skips the advice, said in a warning, never the result.
-            text = str(e).strip()
-            log.warning("the whole-model timing was skipped: %s",
-                        text.splitlines()[0] if text else type(e).__name__)
-            log.debug("the whole-model timing failed", exc_info=True)
-            return None
-        kept = after_ms < (1 - self.model.measured_gain) * before_ms
-        if not kept and self.trace is not None:
-            self.trace.refuse("measured slower as a whole model", "whole model", applied,
-                              original_ms=before_ms, optimized_ms=after_ms,
-                              measured_gain=self.model.measured_gain,
-                              spread_ms=getattr(self.model, "last_spread", None))
-        if not kept:
-            log.info("kept the original: it measured %.3f ms, the optimized %.3f ms",
-                     before_ms, after_ms)
-        detail = {"original_ms": before_ms, "optimized_ms": after_ms, "kept": kept,
-                  "spread_ms": getattr(self.model, "last_spread", None),
+        if not applied or identical(original, out):
+            verdict, original = Verdict("unchanged"), out
+        else:
+            try:
+                verdict = compare_models(self.model, original, out)
+            except Exception as e:
+                # Advice on keeping a checked result, from a device runtime whose
+                # errors share no base class (onnxruntime's, cupy's, a user model's):
+                # a failure skips the advice, said in a warning, never the result.
+                text = str(e).strip()
+                log.warning("the whole-model timing was skipped: %s",
+                            text.splitlines()[0] if text else type(e).__name__)
+                log.debug("the whole-model timing failed", exc_info=True)
+                return None
+        kept = verdict.verdict == "faster"
+        detail = {"verdict": verdict.verdict, "kept": kept, "original_ms": verdict.a_ms,
+                  "optimized_ms": verdict.b_ms, "ratio": verdict.ratio, "low": verdict.low,
+                  "high": verdict.high, "confidence": verdict.confidence,
+                  "rounds": verdict.rounds,
+                  "margin": self.model.measured_gain,
                   "seconds": time.perf_counter() - start, "rules": dict(sorted(applied.items()))}
+        if verdict.verdict in ("not faster", "undecided"):
+            log.info("kept the original: the optimized model measured %s (%.3f ms against "
+                     "%.3f ms)", verdict.verdict, verdict.b_ms, verdict.a_ms)
+            if self.trace is not None:
+                numbers = {k: v for k, v in detail.items() if k not in ("kept", "rules")}
+                self.trace.refuse(NOT_FASTER, "whole model", applied, **numbers)
         return PassReport("timing", round_, kept, dict(applied) if kept else {},
-                          detail["seconds"], stop_reason="timed", detail=detail), original
+                          detail["seconds"], stop_reason=verdict.verdict,
+                          detail=detail), original
+
+
+# The trace's reason for a result the whole-model timing did not keep.
+NOT_FASTER = "not measured faster as a whole model"
+
+
+def times_models(model: CostModel) -> bool:
+    """Whether `model` can time whole models against each other."""
+    return any(getattr(model, name, None) is not None
+               for name in ("compare_models", "time_models"))
+
+
+def compare_models(model: CostModel, original: Graph, optimized: Graph) -> Verdict:
+    """The model's verdict on `optimized` against `original`: its own
+    `compare_models`, else one timing of each by `time_models`, which gives
+    two numbers and no interval (the cupy backend, a user's model)."""
+    compare = getattr(model, "compare_models", None)
+    if compare is not None:
+        return compare(original, optimized)
+    start = time.perf_counter()
+    before, after = model.time_models([original, optimized])  # type: ignore[attr-defined]
+    faster = after < (1 - model.measured_gain) * before
+    return Verdict("faster" if faster else "not faster", after / before if before else None,
+                   seconds=time.perf_counter() - start, a_ms=before, b_ms=after)
+
+
+def identical(a: Graph, b: Graph) -> bool:
+    """Whether `a` and `b` are the same model: the same structure (`Graph.hash`,
+    which leaves weights' values out) and the same values of same-named weights."""
+    if a.hash() != b.hash():
+        return False
+    wa, wb = ({n.name: n.data for n in g.weights} for g in (a, b))
+    return len(wa) == len(a.weights) and wa.keys() == wb.keys() and all(
+        np.array_equal(wa[k], wb[k]) for k in wa)
 
 
 def refusal(before: float, after: float) -> str:

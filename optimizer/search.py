@@ -160,7 +160,7 @@ class SearchReport:
         d["ops_before"] = self.extra.get("ops_before")
         d["core_counters"] = self.extra.get("core")
         d["ops_after"] = self.graph.num_ops()
-        d["timed"] = self.extra.get("timed")  # the whole-model timing, where one ran
+        d["timed"] = self.extra.get("timed")  # the whole-model verdict, where one was asked
         d["costs_measured"] = self.extra.get("costs_measured")
         d["passes"] = self.extra.get("passes", 1)  # rounds: 1, more after settled timings
         if "report_seconds" in self.extra:  # writing the HTML report (--report)
@@ -216,9 +216,11 @@ def run_search(graph: Graph, alpha: float | None = None, budget: int | None = No
     None takes the default (`set_cost_model`; at first "ort", measured on this
     CPU). A piece's rewrite is kept when its whole-graph cost falls by more than
     `min_gain` (a fraction; default: the cost model's own `min_gain`). With a
-    model that can time whole graphs (`time_models`) and `timing`, the
-    result is kept only if it also measures faster, by more than the model's
-    `measured_gain` (`validate` is the old name of `timing`).
+    model that can time whole graphs (`compare_models` or `time_models`) and
+    `timing`, the result is kept only if it also measures faster, by more than
+    the model's `measured_gain`: the verdict is "faster", "not faster",
+    "undecided" or "unchanged" (nothing to time), in the report's `timed`
+    (`validate` is the old name of `timing`).
     With `check` (the default) the result is then compared with `graph` (or
     with `reference`, the ONNX model it was loaded from) in onnxruntime on
     seeded random inputs (`check_seed`; see `check.check_result`): a mismatch

@@ -60,7 +60,8 @@ class Trace:
     pieces: list[PieceTrace] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     untraced: int = 0           # rewrites applied beyond MAX_STEPS per pass
-    # Each refusal: {"reason", "where", "rules": {id: n}, and its numbers}.
+    # Each refusal: {"reason", "where", "rules": {id: n}, and its numbers}; the
+    # whole model's (runner.NOT_FASTER) names its verdict among them.
     refusals: list[dict[str, Any]] = field(default_factory=list)
     joined: dict[str, Any] = field(default_factory=dict)
 

@@ -553,6 +553,15 @@ def test_memory_weight_penalizes_merge_plus_split():
     assert m.graph_cost(split_graph(True)) > m.graph_cost(split_graph(False))
 
 
+def test_a_memory_weighted_model_times_no_whole_models():
+    # Its objective is not time alone; its base's comparisons stay hidden.
+    from taso.optimizer.cost.ort import OrtCostModel
+    from taso.optimizer.runner import times_models
+
+    m = MemoryWeighted(OrtCostModel(cache=False), memory_weight=1.0)
+    assert m.compare_models is None and m.time_models is None and not times_models(m)
+
+
 def test_make_cost_model_applies_options(tmp_path):
     m = make_cost_model("analytic", memory_weight=0.5)
     assert isinstance(m, MemoryWeighted) and m.base.name == "analytic"

@@ -146,6 +146,41 @@ def test_ort_times_whole_models_against_each_other():
     assert a > 0 and b > 0 and 0.5 < a / b < 2  # the same model, timed twice
 
 
+def matmul_chain(n: int, size: int = 256) -> taso.Graph:
+    """`n` products of a (size, size) input by weights: twice the chain, twice the work."""
+    g = taso.new_graph()
+    x = g.new_input((size, size), name="x")
+    for _ in range(n):
+        x = g.matmul(x, g.new_weight((size, size)))
+    g.mark_output(x)
+    return g
+
+
+@pytest.mark.slow
+def test_a_model_against_itself_is_never_faster():
+    from taso.optimizer.cost.ort import OrtCostModel
+
+    model, g = OrtCostModel(threads=1, cache=False), matmul_chain(4)
+    for _ in range(3):
+        v = model.compare_models(g, g, max_seconds=1.0, round_ms=10)
+        assert v.verdict in ("not faster", "undecided"), v
+        assert v.rounds >= 8 and v.low <= v.ratio <= v.high
+
+
+@pytest.mark.slow
+def test_a_chain_twice_as_long_is_told_apart_either_way_round():
+    from taso.optimizer.cost.ort import OrtCostModel
+
+    model, short, long = OrtCostModel(threads=1, cache=False), matmul_chain(4), matmul_chain(8)
+    slower = model.compare_models(short, long, max_seconds=5.0, round_ms=10)
+    assert slower.verdict == "not faster"
+    assert 1.6 < slower.low <= slower.ratio <= slower.high < 2.5  # about 2
+    assert slower.b_ms > slower.a_ms
+    faster = model.compare_models(long, short, max_seconds=5.0, round_ms=10)
+    assert faster.verdict == "faster"
+    assert 0.4 < faster.low <= faster.ratio <= faster.high < 0.625  # about 1/2
+
+
 # ---- the benchmarks, on one small model ---------------------------------------------------------
 def bench_module(name: str):
     import importlib.util

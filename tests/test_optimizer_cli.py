@@ -108,6 +108,9 @@ def test_example_model_with_the_default_rules(tmp_path, capsys, monkeypatch):
     # Whatever it rewrote was timed against the original and kept only if faster.
     v = d["timed"]
     assert bool(d["rules_applied"]) == bool(v and v["kept"])
+    assert v["verdict"] in ("faster", "not faster", "undecided", "unchanged")
+    assert v["kept"] == (v["verdict"] == "faster")
+    assert {"ratio", "low", "high", "rounds", "seconds"} <= set(v)
     if d["rules_applied"]:
         assert v["optimized_ms"] < v["original_ms"] and d["cost_after"] < d["cost_before"]
     assert d["max_error"] < 1e-3

@@ -140,12 +140,34 @@ def test_a_model_measured_slower_is_said_so(tmp_path):
     path = tmp_path / "r.html"
     rep = run_search(conv_graph(), rules=FUSION, unverified=True, cost_model=TimedSlower(),
                      budget=50, report=path)
-    assert not rep.rules_applied and rep.extra["timed"]["kept"] is False
+    assert not rep.rules_applied and rep.extra["timed"]["verdict"] == "not faster"
     text = path.read_text()
-    assert "measured slower as a whole model" in text
-    assert "original 1.000 ms, optimized 1.200 ms (+20.0%" in text
-    assert "the original was kept" in text
+    assert "not measured faster as a whole model" in text
+    assert ("1.000 ms → 1.200 ms, ×0.83 not faster: original kept (needed faster by more "
+            "than 1.0%)") in text
+    assert "the original's 1.000 ms, not faster: the original was kept" in text
     assert "measured whole model" in text  # predicted sum set against the measurement
+
+
+
+def test_each_verdict_reads_as_what_was_kept():
+    from taso.optimizer.report import timed_text
+    from taso.optimizer.report_html import measured
+
+    v = {"verdict": "faster", "kept": True, "original_ms": 1.765, "optimized_ms": 1.012,
+         "ratio": 1 / 1.74, "low": 1 / 1.79, "high": 1 / 1.70, "confidence": 0.99,
+         "rounds": 12, "seconds": 3.2, "rules": {"r": 1}}
+    assert timed_text(v) == "1.765 ms -> 1.012 ms, x1.74 [x1.70, x1.79] faster: kept"
+    assert "99% confidence interval over 12 interleaved rounds" in measured(v)
+    slower = {**v, "verdict": "not faster", "kept": False, "ratio": 1.02, "low": 1.0,
+              "high": 1.04}
+    assert timed_text(slower).endswith("x0.98 [x0.96, x1.00] not faster: original kept")
+    assert "class='bad'" in measured(slower)
+    undecided = {**slower, "verdict": "undecided", "seconds": 20.4}
+    assert timed_text(undecided).endswith("undecided after 20 s: original kept")
+    unchanged = {"verdict": "unchanged", "kept": False, "original_ms": None,
+                 "optimized_ms": None, "ratio": None, "low": None, "high": None, "rules": {}}
+    assert timed_text(unchanged) == measured(unchanged) == "unchanged (no rewrite applied)"
 
 
 def test_cli_report_flag(tmp_path, capsys):

@@ -91,6 +91,39 @@ def test_runner_times_a_one_node_model():
     assert set(ms) == {"a", "b"} and min(ms.values()) > 0
     assert runtime.balanced_order("abc", 0) == list("abc")
     assert runtime.balanced_order("abc", 1) == list("cba")
+    # One session against itself: never "faster"; the time limit counts from
+    # the rounds an interval needs (8 at 99%).
+    v = runtime.compare_interleaved([run], [run], max_seconds=0.0, round_ms=0.5)
+    assert v.verdict in ("not faster", "undecided") and v.rounds >= 8
+    assert v.low <= v.ratio <= v.high and v.a_ms > 0 and v.b_ms > 0
+    with pytest.raises(ValueError):
+        runtime.compare_interleaved([run], [run], min_rounds=0)
+
+
+
+# ---- deciding an A/B comparison ---------------------------------------------------------
+def test_the_median_interval_is_the_sign_tests():
+    # n = 20 at 95%: the 6th smallest and the 6th largest (the sign test's table).
+    values = [float(v) for v in np.random.default_rng(0).permutation(np.arange(1, 21))]
+    assert runtime.median_interval(values, 0.95) == (6.0, 15.0)
+    # The smallest n with an interval: 6 at 95% (2 / 2**6 <= 5%), 8 at 99%.
+    assert runtime.median_interval([1.0] * 5, 0.95) is None
+    assert runtime.median_interval([3.0, 1.0, 2.0, 6.0, 5.0, 4.0], 0.95) == (1.0, 6.0)
+    assert runtime.median_interval(list(range(7)), 0.99) is None
+    assert runtime.median_interval([2, 8, 1, 7, 3, 6, 4, 5], 0.99) == (1, 8)
+    # More rounds narrow it; it always holds the sample median.
+    wide = runtime.median_interval(values, 0.99)
+    assert wide[0] < 6 and wide[1] > 15 and wide[0] <= 10.5 <= wide[1]
+    assert runtime.median_interval([], 0.99) is None
+
+
+def test_an_interval_decides_only_when_it_clears_the_bar():
+    assert runtime.decide((0.90, 0.98), margin=0.01) == "faster"
+    assert runtime.decide((0.992, 1.05), margin=0.01) == "not faster"
+    assert runtime.decide((0.97, 1.01), margin=0.01) is None  # straddles 0.99
+    assert runtime.decide((0.97, 0.995), margin=0.01) is None
+    assert runtime.decide(None, margin=0.01) is None
+    assert runtime.Verdict("unchanged").to_json()["verdict"] == "unchanged"
 
 
 def _package_files() -> list[Path]:

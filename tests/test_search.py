@@ -12,9 +12,11 @@ from search_helpers import assert_same, chain, ops
 from taso.optimizer.check import EquivalenceError, check_equivalence
 from taso.optimizer.cost import get_cost_model
 from taso.optimizer.cost.memory import weight_bytes
+from taso.optimizer.cost.ort import OrtCostModel
 from taso.optimizer.engine import Engine
 from taso.optimizer.fold_weights import fold_weights
 from taso.optimizer.partition import cut_points, join, shared_weights, split_graph
+from taso.optimizer.report import summary_text
 from taso.optimizer.search import (
     resolve_rules,
     run_search,
@@ -84,6 +86,10 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
     g = chain([(512, 512), (512, 512), (512, 1)])
     r = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed())
     assert r.extra["timed"]["kept"] is kept
+    # Two numbers and no interval: a model with `time_models` only.
+    assert r.extra["timed"]["verdict"] == ("faster" if kept else "not faster")
+    assert r.extra["timed"]["ratio"] == timings[1] / timings[0]
+    assert r.extra["timed"]["low"] is None and r.extra["timed"]["high"] is None
     assert r.extra["timed"]["rules"] == {"reassoc": 1}  # what was timed, kept or not
     assert r.rules_applied == ({"reassoc": 1} if kept else {})
     assert (r.cost_after < r.cost_before) is kept
@@ -93,6 +99,38 @@ def test_a_result_that_does_not_measure_faster_is_not_kept(timings, kept):
     untimed = run_search(g, budget=10, rules=[REASSOC], cost_model=Timed(), timing=False)
     assert untimed.rules_applied == {"reassoc": 1} and untimed.extra["timed"] is None
     assert [p["name"] for p in untimed.pass_reports] == ["search", "joined", "fold"]
+
+
+
+class CountingOrt(OrtCostModel):
+    """Measures on this CPU and counts the whole-model comparisons it is asked for."""
+
+    def __init__(self):
+        super().__init__(threads=1, cache=False)
+        self.compared = 0
+
+    def compare_models(self, original, optimized, **kw):
+        self.compared += 1
+        return super().compare_models(original, optimized, max_seconds=2.0, round_ms=10)
+
+
+@pytest.mark.slow
+def test_a_search_that_rewrites_nothing_is_not_timed():
+    model = CountingOrt()
+    g = chain([(1, 512), (512, 512), (512, 512)])  # reassociating costs more
+    r = run_search(g, budget=20, rules=[REASSOC], cost_model=model)
+    assert r.rules_applied == {} and model.compared == 0
+    assert r.extra["timed"]["verdict"] == "unchanged" and not r.extra["timed"]["kept"]
+    assert "unchanged (no rewrite applied)" in summary_text(r)
+    assert [p["name"] for p in r.pass_reports][-1] == "timing"
+    # The same model with a rewrite to time: one comparison, kept only when faster.
+    g = chain([(512, 512), (512, 512), (512, 1)])
+    r = run_search(g, budget=20, rules=[REASSOC], cost_model=model)
+    v = r.extra["timed"]
+    assert model.compared == 1 and v["verdict"] in ("faster", "not faster", "undecided")
+    assert r.rules_applied == ({"reassoc": 1} if v["verdict"] == "faster" else {})
+    assert v["rounds"] >= 8 and v["low"] <= v["ratio"] <= v["high"]
+    assert v["verdict"] in summary_text(r)
 
 
 def test_matmul_chain_is_kept_when_reassociation_costs_more():

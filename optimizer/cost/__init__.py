@@ -30,8 +30,9 @@ class CostModel:
     # falls by more than this fraction. Exact models trust any gain; a measured
     # one cannot tell a small predicted gain from its own timing spread.
     min_gain: float = 0.0
-    # With `time_models`, the optimized whole model is kept only when it measures
-    # faster than the original by more than this fraction.
+    # With `compare_models` (or `time_models`), the optimized whole model is
+    # kept only when it measures faster than the original by more than this
+    # fraction.
     measured_gain: float = 0.0
 
     def price_within(self, graph: Any) -> None:

@@ -75,7 +75,9 @@ class MemoryWeighted(CostModel):
     peak (a merged MatMul plus Split allocates its result twice) and steers the
     search the same way."""
 
-    time_models = None  # the objective is not time alone: no timed verdict
+    # The objective is not time alone: no timed verdict (and not the base's,
+    # which `__getattr__` would hand out).
+    time_models = compare_models = None
 
     def __init__(self, base: CostModel, memory_weight: float):
         self.base = base

@@ -34,9 +34,11 @@ from taso.ops import OPS
 from taso.runtime import (
     VERSION,
     Runner,
+    Verdict,
     balanced_order,
     benchmark_options,
     clock_for,
+    compare_interleaved,
     default_threads,
     median_ms,
     profile_events,
@@ -350,14 +352,10 @@ class OrtCostModel(MeasuredCostModel):
                        **self.timing)
         return ms * (1 - self.layout_share(model, feeds)) if self.exclude_layout else ms
 
-    def time_models(self, graphs: Sequence[Graph], rounds: int = 21,
-                    round_ms: float = 50.0) -> list[float]:
-        """Milliseconds of one run of each whole graph, timed against each
-        other: two sessions per graph (sessions of one model differ by where
-        their buffers land), interleaved round by round; the mean of the two
-        sessions' medians. 21 rounds, as the benchmark: with 11, ResNeXt-50's
-        5.6% gain (an A/B of three sessions each) once measured 2.9%, under
-        the search's margin."""
+    def whole_model_runners(self, graphs: Sequence[Graph]) -> dict[tuple[int, int], Runner]:
+        """Two sessions per graph, by (graph, session): sessions of one model
+        differ by where their buffers land. Created in a balanced order
+        (`balanced_order`), so that neither graph gets the later ones."""
         exported = [(export_onnx(g), g.random_inputs(seed=0)) for g in graphs]
         runners = {}
         for s in range(2):
@@ -365,10 +363,32 @@ class OrtCostModel(MeasuredCostModel):
                 runners[(k, s)] = Runner(session(exported[k][0],
                                                  benchmark_options(self.threads)),
                                          exported[k][1])
-        ms = time_interleaved(runners, rounds, round_ms, self.threads)
-        # The two sessions' medians apart, per graph: the timing's noise (reports).
-        self.last_spread = [abs(ms[(k, 0)] - ms[(k, 1)]) for k in range(len(graphs))]
+        return runners
+
+    def time_models(self, graphs: Sequence[Graph], rounds: int = 21,
+                    round_ms: float = 50.0) -> list[float]:
+        """Milliseconds of one run of each whole graph, timed against each
+        other: two sessions per graph, interleaved round by round; the mean of
+        the two sessions' medians. 21 rounds, as the benchmark: with 11,
+        ResNeXt-50's 5.6% gain (an A/B of three sessions each) once measured
+        2.9%. (The search decides by `compare_models`.)"""
+        ms = time_interleaved(self.whole_model_runners(graphs), rounds, round_ms,
+                              self.threads)
         return [(ms[(k, 0)] + ms[(k, 1)]) / 2 for k in range(len(graphs))]
+
+    def compare_models(self, original: Graph, optimized: Graph, margin: float | None = None,
+                       max_seconds: float = 20.0, round_ms: float = 50.0,
+                       min_rounds: int = 8) -> Verdict:
+        """Whether `optimized` runs faster than `original` by more than `margin`
+        (default `measured_gain`), decided by a confidence interval of their
+        ratio over interleaved rounds (`compare_interleaved`, two sessions
+        each), within about `max_seconds`."""
+        runners = self.whole_model_runners([original, optimized])
+        return compare_interleaved(
+            [runners[(0, s)] for s in range(2)], [runners[(1, s)] for s in range(2)],
+            margin=self.measured_gain if margin is None else margin,
+            max_seconds=max_seconds, min_rounds=min_rounds, round_ms=round_ms,
+            clock=clock_for(self.threads))
 
     def layout_ms(self, graph: Graph) -> float:
         """Milliseconds of the reorders onnxruntime puts into the whole model
