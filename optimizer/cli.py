@@ -3,6 +3,7 @@
     taso-opt (IN.onnx | --example MODEL) -o OUT.onnx [--budget N] [--alpha A] [--rules FILE ...]
              [--unverified] [--cost-model analytic|ort|cupy] [--input-shape NAME=DIMS]
              [--no-partition] [--json] [--report REPORT.html]
+    taso-opt --cost-cache-report | --cost-cache-clear  [--cost-cache PATH]
 
 The optimized model is written only after onnxruntime has run it and the
 original on the same random inputs and found them equal within the stated
@@ -16,7 +17,16 @@ import os
 import sys
 from pathlib import Path
 
-from taso.cli import Parser, Run, StatusLine, check_number, check_output, first_line, program
+from taso.cli import (
+    Parser,
+    Run,
+    StatusLine,
+    bar,
+    check_number,
+    check_output,
+    first_line,
+    program,
+)
 
 
 def parse_shape(text: str) -> tuple[str, list[int]]:
@@ -42,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", nargs="?", help="the ONNX model to optimize")
     p.add_argument("--example", choices=EXAMPLES, default=None,
                    help="optimize a built-in model (taso.models, batch size 1) instead")
-    p.add_argument("-o", "--output", required=True, help="where to write the optimized model")
+    p.add_argument("-o", "--output", help="where to write the optimized model (required)")
     p.add_argument("--budget", type=int, default=None,
                    help="graphs the search expands per piece (default 1000)")
     p.add_argument("--alpha", type=float, default=None,
@@ -56,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ort (default: measured on this CPU in onnxruntime), cupy (a CUDA GPU) "
                         "or analytic (a roofline, no device: for tests and quick looks)")
     p.add_argument("--cost-cache", default=None, help="measured costs cache file")
+    p.add_argument("--cost-cache-report", action="store_true",
+                   help="say what the cost cache holds (entries, their calibration, which "
+                        "are out of calibration on this machine now) and exit")
+    p.add_argument("--cost-cache-clear", action="store_true",
+                   help="remove every entry of the cost cache and exit")
     p.add_argument("--memory-weight", type=float, default=0.0,
                    help="ms per MiB of peak memory added to the cost (default 0)")
     p.add_argument("--input-shape", action="append", type=parse_shape, default=[],
@@ -88,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, before any work, what the search or the write would fail on later."""
+    if args.cost_cache_report or args.cost_cache_clear:
+        if args.input is not None or args.example is not None or args.output is not None:
+            parser.error("--cost-cache-report and --cost-cache-clear take no model or output")
+        return
+    if args.output is None:
+        parser.error("the following arguments are required: -o/--output")
     if (args.input is None) == (args.example is None):
         parser.error("give either an input model or --example MODEL")
     from .search import argument_problem  # the search's own ranges, named as flags
@@ -132,8 +153,32 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         check_args(parser, args)
-        run(_optimize(args, run))
+        run(_cache_command(args, run) if args.cost_cache_report or args.cost_cache_clear
+            else _optimize(args, run))
     return run.code
+
+
+def _cache_command(args: argparse.Namespace, run: Run) -> int:
+    """--cost-cache-report: what the cache holds, with the reading of this
+    machine now for the ort entries of this device; --cost-cache-clear."""
+    from .cost.cache import CostCache, describe
+
+    try:
+        cache = CostCache(args.cost_cache)
+    except (OSError, ValueError) as e:
+        return run.fail(first_line(e))
+    if args.cost_cache_clear:
+        n = cache.clear()
+        print(f"removed {n} entries: {cache.path}")
+        return 0
+    now = {}
+    if len(cache):
+        from .cost.ort import OrtCostModel
+
+        model = OrtCostModel(cache=False)
+        now[(model.name, model.device)] = model.reference_reading()
+    print(describe(cache, now))
+    return 0
 
 
 def _optimize(args: argparse.Namespace, run: Run) -> int:
@@ -181,6 +226,14 @@ def _optimize(args: argparse.Namespace, run: Run) -> int:
             f"(--freeze-initializers treats them as constants)")
     if not args.quiet:
         run.line = StatusLine()
+
+    def measuring(done: int, total: int, left: float) -> None:
+        run.line.show(f"measuring costs {bar(done, total)} {done}/{total} keys, "
+                      f"about {left:.0f} s left", last=done == total)
+
+    measured = getattr(model, "base", model)  # (under a memory weight)
+    if run.line and hasattr(measured, "progress"):
+        measured.progress = measuring
 
     def progress(piece: int, pieces: int, expanded: int, best: float) -> None:
         where = (f"searching piece {piece + 1}/{pieces}: {expanded} expanded"

@@ -270,3 +270,41 @@ def cache_path_problem(path: str | os.PathLike, output: str | os.PathLike | None
                 return f"{flag}: cannot write in {str(above)!r}"
             break
     return None
+
+
+def describe(cache: CostCache, now: dict[tuple[str, str], Reading] | None = None) -> str:
+    """What `cache` holds, per backend and device: its entries, how many carry a
+    calibration, when they were timed, the device's quietest reading, and for
+    the devices read `now` ((backend, device) -> the reading now), how many
+    entries are out of calibration now (calibrate.TOLERANCE either way)."""
+    from .calibrate import TOLERANCE, factor
+
+    lines = [f"cost cache {cache.path}: {len(cache)} entries (format version {VERSION})"]
+    groups: dict[tuple[str, str], list[Entry]] = {}
+    for backend, device, _, e in cache.entries():
+        groups.setdefault((backend, device), []).append(e)
+    for (backend, device), entries in sorted(groups.items()):
+        calibrated = [e for e in entries if "cal" in e]
+        times = sorted(e["at"] for e in entries if "at" in e)
+        when = (f", timed {time.strftime('%Y-%m-%d %H:%M', time.localtime(times[0]))} to "
+                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(times[-1]))}") if times else ""
+        lines.append(f"{backend} | {device}: {len(entries)} entries, {len(calibrated)} "
+                     f"calibrated{when}")
+        quiet = cache.quiet(backend, device)
+        if quiet:
+            lines.append("  quietest reading: " + _reading_text(quiet))
+        reading = (now or {}).get((backend, device))
+        if reading:
+            lines.append("  reading now:      " + _reading_text(reading))
+            slower = sum(factor(e["cal"], reading, e["ms"]) < 1 - TOLERANCE for e in calibrated)
+            faster = sum(factor(e["cal"], reading, e["ms"]) > 1 + TOLERANCE for e in calibrated)
+            lines.append(f"  out of calibration now: {slower + faster} ({slower} timed on a busier "
+                         f"machine: timed again where a decision rests on them; {faster} on a "
+                         f"quieter one: rescaled); {len(entries) - len(calibrated)} without a "
+                         f"calibration (timed again where a decision rests on them)")
+    return "\n".join(lines)
+
+
+def _reading_text(r: Reading) -> str:
+    return ", ".join(f"{k} {v * 1e3:.1f} us" if v < 1 else f"{k} {v:.3f} ms"
+                     for k, v in sorted(r.items(), key=lambda kv: kv[1]))

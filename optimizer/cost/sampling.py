@@ -2,7 +2,10 @@
 
 A batch of programs (columns) is timed round by round: each round runs every
 column still being timed, in an order that rotates, as many runs as fill about
-`round_ms`. A burst of load then falls on the neighbours of one round alike,
+`round_ms` after an untimed one. Rounds are not shorter: NasRNN's products
+(16 copies of a 1 MiB weight) timed 1.5x their cost in rounds of 2 ms, where
+the runs after a neighbour's had not settled into the caches again, and 1.01x
+in rounds of 10 ms. A burst of load then falls on the neighbours of one round alike,
 not on whichever key happened to be timed during it, and the reference
 programs timed in the same rounds (calibrate.py) read the load each key saw.
 
@@ -39,8 +42,8 @@ class Sample:
 @dataclass
 class Column:
     """A program to time: `run` runs it once; `warm` runs it once, untimed,
-    at the start of each of its rounds (a program whose data the neighbours
-    evicted; one that reads its constants cold by design needs none)."""
+    at the start of each of its rounds (the neighbours' runs in between
+    evicted its data)."""
 
     run: Callable[[], object]
     rel: float = 0.0    # done when the half-width is within rel x median,
@@ -64,7 +67,7 @@ def summarize(times: list[float]) -> Sample:
 
 
 def time_columns(columns: Mapping[Hashable, Column], clock: Callable[[], int],
-                 min_rounds: int = 2, max_rounds: int = 8, round_ms: float = 2.0,
+                 min_rounds: int = 2, max_rounds: int = 8, round_ms: float = 10.0,
                  max_runs: int = 400,
                  on_done: Callable[[Hashable, Sample], None] | None = None
                  ) -> dict[Hashable, Sample]:
@@ -92,7 +95,7 @@ def time_columns(columns: Mapping[Hashable, Column], clock: Callable[[], int],
         shift = r % len(live)
         for name in live[shift:] + live[:shift]:
             col = columns[name]
-            if col.warm:
+            if col.warm and per_round[name] > 1:  # one run filling a round: no warm-up
                 col.run()
             for _ in range(per_round[name]):
                 t = clock()
