@@ -255,6 +255,8 @@ def _optimize(args: argparse.Namespace, run: Run) -> int:
         return run.fail(first_line(e))              # a report that cannot be written
     if run.line:
         run.line.end()
+    if hasattr(model, "save"):
+        model.save()  # the costs measured, kept before the output is written
     for note in report.extra.get("notes", ()):
         say(f"note: {note}")
     try:

@@ -97,6 +97,7 @@ def test_weight_copies_touch_what_the_model_touches():
     from taso.optimizer.cost.memory import traffic_bytes
     from taso.optimizer.cost.ort import (
         OrtCostModel,
+        core_cache_bytes,
         last_level_cache_bytes,
         reuse_mib,
         weight_copies,
@@ -108,9 +109,12 @@ def test_weight_copies_touch_what_the_model_touches():
     # a small convolution in a big model: many copies, outputs included
     assert weight_copies(96 * kib, 288 * kib, 64 * mib) == 171
     assert weight_copies(96 * kib, 0, 10**12) == 256 and weight_copies(0, kib, mib) == 1
-    llc = last_level_cache_bytes() >> 20
-    assert reuse_mib(mib // 3) == 1 and reuse_mib(int(16.4 * mib)) == 16
-    assert reuse_mib(10**12) == 2 ** round(np.log2(2 * llc))
+    llc, core = last_level_cache_bytes() >> 20, core_cache_bytes() >> 20
+    assert reuse_mib(mib // 3) == 1 and reuse_mib(int(1.4 * mib)) == 1
+    # within the last level: no more than four times a core's own caches
+    assert reuse_mib(int(16.4 * mib)) == min(16, 2 ** round(np.log2(4 * core)))
+    assert reuse_mib(llc * mib - 1) == 2 ** round(np.log2(4 * core))
+    assert reuse_mib(10**12) == 2 ** round(np.log2(2 * llc))  # beyond: from memory
     # the model priced within is part of every key
     m = OrtCostModel(cache=False, threads=1, **FAST)
     assert m.context == (("reuse_mib", reuse_mib(2 * llc * mib)),)

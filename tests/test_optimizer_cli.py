@@ -211,3 +211,24 @@ def test_a_cost_model_that_cannot_run_here_is_one_line(conv_model, tmp_path, cap
         err = capsys.readouterr().err
         assert words in err, err
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_the_cost_cache_can_be_reported_and_cleared(tmp_path, capsys):
+    from taso.optimizer.cost.cache import CostCache
+
+    path = tmp_path / "costs.json"
+    c = CostCache(path)
+    c.put("ort", "some other cpu", ("relu", (1, 8)), 0.01, cal={"run": 0.002, "conv": 0.1},
+          half=0.001, reps=5)
+    c.put("ort", "some other cpu", ("old",), 0.5)  # a version-1 entry: no calibration
+    c.save()
+    assert main(["--cost-cache-report", "--cost-cache", str(path)]) == 0
+    said = capsys.readouterr().out
+    assert "2 entries" in said and "some other cpu: 2 entries, 1 calibrated" in said
+    assert "quietest reading: run 2.0 us, conv 100.0 us" in said
+    with pytest.raises(SystemExit):  # a cache command takes no model
+        main(["--cost-cache-report", "--example", "nasrnn"])
+    with pytest.raises(SystemExit):  # and a search needs an output
+        main(["--example", "nasrnn"])
+    assert main(["--cost-cache-clear", "--cost-cache", str(path)]) == 0
+    assert "removed 2 entries" in capsys.readouterr().out and not path.exists()
