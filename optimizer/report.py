@@ -44,7 +44,7 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
         ("cost after", f"{d['cost_after']:.4f} ms  ({gain:.2f}x)"),
         ("operators", f"{d['ops_before']} -> {d['ops_after']}"),
         ("graphs explored", f"{d['explored']} expanded, {d['generated']} distinct"
-                            + (f" ({d['passes']} searches: timings settled)"
+                            + (f" ({d['passes']} searches: guessed costs timed)"
                                if d.get("passes", 1) > 1 else "")),
         ("search stopped", STOPPED.get(d.get("stop_reason", ""), d.get("stop_reason", ""))),
         ("pieces", f"{d['pieces']} ({d['distinct_pieces']} distinct)"),

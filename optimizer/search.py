@@ -162,7 +162,7 @@ class SearchReport:
         d["ops_after"] = self.graph.num_ops()
         d["timed"] = self.extra.get("timed")  # the whole-model verdict, where one was asked
         d["costs_measured"] = self.extra.get("costs_measured")
-        d["passes"] = self.extra.get("passes", 1)  # rounds: 1, more after settled timings
+        d["passes"] = self.extra.get("passes", 1)  # rounds: 1, more on timed guesses
         if "report_seconds" in self.extra:  # writing the HTML report (--report)
             d["report_seconds"] = self.extra["report_seconds"]
         return d

@@ -66,7 +66,7 @@ class Trace:
     joined: dict[str, Any] = field(default_factory=dict)
 
     def start_round(self, round_: int) -> None:
-        """A new round (after settled timings) searches again: keep its record only."""
+        """A new round (on timed costs) searches again: keep its record only."""
         self.round = round_
         self.pieces, self.steps, self.untraced, self.joined = [], [], 0, {}
         self.refusals = [r for r in self.refusals if r.get("round") is None]
