@@ -67,12 +67,13 @@ class Load:
             self.proc.wait()
 
 
-def search(name: str, cache: Path) -> dict[str, Any]:
-    """One search of model `name` with the ort cost model and `cache`: what it
-    kept, what it predicted for its candidate and what that measured."""
+def search(name: str, cache: Path, small: bool = False) -> dict[str, Any]:
+    """One search of model `name` (its small variant where `small`) with the
+    ort cost model and `cache`: what it kept, what it predicted for its
+    candidate and what that measured."""
     from taso.models import ALL
 
-    graph = ALL[name](batch_size=1)
+    graph = ALL[name](small=True) if small else ALL[name](batch_size=1)
     model = OrtCostModel(cache=cache)
     start = time.perf_counter()
     report = run_search(graph, cost_model=model)
@@ -95,16 +96,17 @@ def search(name: str, cache: Path) -> dict[str, Any]:
     }
 
 
-def run_model(name: str, work: Path, here: int, other: int) -> dict[str, dict[str, Any]]:
+def run_model(name: str, work: Path, here: int, other: int,
+              small: bool = False) -> dict[str, dict[str, Any]]:
     idle_cache, busy_cache = work / f"{name}-idle.json", work / f"{name}-busy.json"
     rows: dict[str, dict[str, Any]] = {}
     os.sched_setaffinity(0, {here})
-    rows["idle"] = search(name, idle_cache)
+    rows["idle"] = search(name, idle_cache, small)
     with Load(other):
-        rows["busy fill"] = search(name, busy_cache)
-    rows["busy -> idle"] = search(name, busy_cache)
+        rows["busy fill"] = search(name, busy_cache, small)
+    rows["busy -> idle"] = search(name, busy_cache, small)
     with Load(other):
-        rows["idle -> busy"] = search(name, idle_cache)
+        rows["idle -> busy"] = search(name, idle_cache, small)
     for cond in CONDITIONS:
         rows[cond]["same_rules"] = rows[cond]["rules"] == rows["idle"]["rules"]
         print(f"[load] {name} {cond}: {rows[cond]['verdict']}, rules "
@@ -144,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="", help="comma-separated names (default: all)")
+    p.add_argument("--small", action="store_true", help="the builders' small variants")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--json", action="store_true", help="print the JSON record too")
     args = p.parse_args(argv)
@@ -154,10 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     here, other = cpus[0], cpus[1]
     wanted = [m for m in args.models.split(",") if m] or list(ALL)
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in wanted:
-            results[name] = run_model(name, Path(tmp), here, other)
-    os.sched_setaffinity(0, set(cpus))
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in wanted:
+                results[name] = run_model(name, Path(tmp), here, other, args.small)
+    finally:
+        os.sched_setaffinity(0, set(cpus))
     header = (f"onnxruntime {VERSION}, {cpu_name()}; the search pinned to CPU {here}, the "
               f"load (numpy 1024x1024 products, one thread) to CPU {other}; default budget "
               f"and alpha; predicted: the search's objective before over after for its "

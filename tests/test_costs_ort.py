@@ -232,3 +232,22 @@ def test_prediction_gap_compares_kinds_with_the_profile(tmp_path):
     assert row["kernels"]["conv"] > 0.5 * sum(row["kernels"].values())
     assert row["latency_ms"] > 0 and row["profiled_run_ms"] > 0
     assert "| conv |" in (tmp_path / "prediction_gap.md").read_text()
+
+
+@pytest.mark.slow
+def test_load_bench_runs_the_four_conditions(tmp_path):
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("bench/load.py needs two CPUs")
+    load = bench_module("load")
+    cpus = os.sched_getaffinity(0)
+    assert load.main(["--models", "nasrnn", "--small", "--out", str(tmp_path)]) == 0
+    assert os.sched_getaffinity(0) == cpus  # the pinning undone
+    rows = json.loads((tmp_path / "load.json").read_text())["results"]["nasrnn"]
+    assert set(rows) == set(load.CONDITIONS)
+    assert rows["idle"]["same_rules"] and rows["idle"]["costs"]["new"] > 0
+    # a cache used again is read, not timed again key by key
+    again = rows["busy -> idle"]["costs"]
+    assert again["cached"] + again["rescaled"] > again["new"]
+    assert "| nasrnn | idle -> busy |" in (tmp_path / "load.md").read_text()
