@@ -251,3 +251,23 @@ def test_load_bench_runs_the_four_conditions(tmp_path):
     again = rows["busy -> idle"]["costs"]
     assert again["cached"] + again["rescaled"] > again["new"]
     assert "| nasrnn | idle -> busy |" in (tmp_path / "load.md").read_text()
+
+
+def test_batches_hold_a_bounded_amount_of_weights():
+    from taso.optimizer.cost.measured import unit_links
+    from taso.optimizer.cost.ort import CHUNK, CHUNK_BYTES, OrtCostModel, is_const_kind
+
+    m = OrtCostModel(cache=False)
+    g = ALL["bert_base"](batch_size=1)
+    m.price_within(g)
+    m.context = (("reuse_mib", 1024),)  # a model beyond the last-level cache
+    whats = [w for _, w in dict(u for _, u in m._units(g) if u is not None).items()]
+
+    def held(i):
+        links = unit_links(whats[i])
+        return m.copies(links) * sum(4 * int(np.prod(s)) for _, _, ins in links
+                                     for kind, s, _ in ins if is_const_kind(kind))
+    chunks = m._chunks(whats)
+    assert len(chunks) > 1 and sorted(i for c in chunks for i in c) == list(range(len(whats)))
+    assert all(len(c) <= CHUNK and (len(c) == 1 or sum(map(held, c)) <= CHUNK_BYTES)
+               for c in chunks)

@@ -192,6 +192,7 @@ def one_node_graph(op: str, attrs: dict[str, Any], shapes: Sequence[Shape],
 PER_NODE_CHAIN = 33  # ReLUs in the program that tells a node's share of a run
 REL = 0.03  # a key is timed until the interval around its median is within 3% of it
 CHUNK = 12  # keys timed side by side in one batch (each holds its weights' copies)
+CHUNK_BYTES = 2**30  # and the weights' copies of one batch, at most (more: a batch alone)
 # Runs whose profile gives a program's share of layout changes: five, as the
 # predictions were made with (`layout_share`). The share falls over a
 # session's first runs (a SqueezeNet stem: 0.79, 0.80, 0.55, 0.53, 0.49).
@@ -323,7 +324,7 @@ class OrtCostModel(MeasuredCostModel):
         return {n: samples[n].median for n in refs}
 
     def time_units(self, whats, tick=lambda: None):
-        """The units timed side by side, a batch of at most CHUNK at a time,
+        """The units timed side by side, a batch at a time (`_chunks`),
         round by round beside the reference programs (sampling.py): each key's
         timing records the reading of its batch. Each key is still timed
         alone: one program per key, run on its own between the others (never
@@ -332,9 +333,9 @@ class OrtCostModel(MeasuredCostModel):
         overhead = self.overhead_ms
         refs = self._references()
         out: list[Timed | Exception | None] = [None] * len(whats)
-        for at in range(0, len(whats), CHUNK):
+        for chunk in self._chunks(whats):
             progs: dict[int, Program] = {}
-            for i in range(at, min(at + CHUNK, len(whats))):
+            for i in chunk:
                 try:
                     links = unit_links(whats[i])
                     progs[i] = self.program(links, self.copies(links))
@@ -361,6 +362,26 @@ class OrtCostModel(MeasuredCostModel):
                 ms = max((s.median * (1 - p.share) - overhead) / p.copies, 0.0)
                 out[i] = Timed(ms, cal, s.half / p.copies, s.runs)
         return out
+
+    def _chunks(self, whats) -> list[list[int]]:
+        """The units' indices in batches of at most CHUNK programs and
+        CHUNK_BYTES of weights' copies (a model beyond the last-level cache
+        times programs of twice its size)."""
+        chunks: list[list[int]] = [[]]
+        held = 0
+        for i, what in enumerate(whats):
+            try:
+                links = unit_links(what)
+                size = self.copies(links) * sum(4 * int(np.prod(shape)) for _, _, ins in links
+                                                for kind, shape, _ in ins if is_const_kind(kind))
+            except Exception:  # said when its program is built
+                size = 0
+            if chunks[-1] and (len(chunks[-1]) == CHUNK or held + size > CHUNK_BYTES):
+                chunks.append([])
+                held = 0
+            chunks[-1].append(i)
+            held += size
+        return [c for c in chunks if c]
 
     def time_overhead(self) -> float:
         """The fixed cost of a session run: a ReLU of one element, less what one
