@@ -5,28 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .runner import timed_text
 from .search import SearchReport
 
 # What each stop reason (runner.STOPS) means to a user reading the summary.
 STOPPED = {"saturated": "saturated (every graph the rules reach was expanded)",
            "exhausted": "exhausted (every graph within alpha of the best was expanded)",
            "budget": "at the budget (--budget)", "time_limit": "at the time limit (--time-limit)"}
-
-
-def timed_text(v: dict[str, Any], arrow: str = "->", times: str = "x") -> str:
-    """The whole-model verdict (a report's `timed`) in a line: the two
-    latencies, the speedup with its confidence interval where there is one,
-    and what was kept."""
-    if v["verdict"] == "unchanged":
-        return "unchanged (" + ("the rewrites left the graph as it was" if v["rules"]
-                                else "no rewrite applied") + ")"
-    speedup = f", {times}{1 / v['ratio']:.2f}" if v.get("ratio") else ""
-    if v.get("low") and v.get("high"):  # B/A's interval, turned into A/B's
-        speedup += f" [{times}{1 / v['high']:.2f}, {times}{1 / v['low']:.2f}]"
-    outcome = {"faster": "faster: kept", "not faster": "not faster: original kept",
-               "undecided": f"undecided after {v['seconds']:.0f} s: original kept"}
-    return (f"{v['original_ms']:.3f} ms {arrow} {v['optimized_ms']:.3f} ms{speedup} "
-            f"{outcome[v['verdict']]}")
 
 
 def summary_dict(report: SearchReport, **extra: Any) -> dict[str, Any]:

@@ -24,8 +24,7 @@ from taso.ir import Graph
 from taso.svg import bar_chart, graph_svg, line_chart, pattern_svgs
 
 from .cost import CostModel
-from .report import timed_text
-from .runner import NOT_FASTER, times_models
+from .runner import NOT_FASTER, timed_text, times_models
 from .trace import Trace, rename
 
 STYLE = """

@@ -151,8 +151,8 @@ def test_a_model_measured_slower_is_said_so(tmp_path):
 
 
 def test_each_verdict_reads_as_what_was_kept():
-    from taso.optimizer.report import timed_text
     from taso.optimizer.report_html import measured
+    from taso.optimizer.runner import timed_text
 
     v = {"verdict": "faster", "kept": True, "original_ms": 1.765, "optimized_ms": 1.012,
          "ratio": 1 / 1.74, "low": 1 / 1.79, "high": 1 / 1.70, "confidence": 0.99,
