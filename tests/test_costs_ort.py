@@ -96,6 +96,7 @@ def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
 def test_weight_copies_touch_what_the_model_touches():
     from taso.optimizer.cost.memory import traffic_bytes
     from taso.optimizer.cost.ort import (
+        CORE_CACHES,
         OrtCostModel,
         core_cache_bytes,
         last_level_cache_bytes,
@@ -111,9 +112,9 @@ def test_weight_copies_touch_what_the_model_touches():
     assert weight_copies(96 * kib, 0, 10**12) == 256 and weight_copies(0, kib, mib) == 1
     llc, core = last_level_cache_bytes() >> 20, core_cache_bytes() >> 20
     assert reuse_mib(mib // 3) == 1 and reuse_mib(int(1.4 * mib)) == 1
-    # within the last level: no more than four times a core's own caches
-    assert reuse_mib(int(16.4 * mib)) == min(16, 2 ** round(np.log2(4 * core)))
-    assert reuse_mib(llc * mib - 1) == 2 ** round(np.log2(4 * core))
+    # within the last level: no more than CORE_CACHES times a core's own caches
+    assert reuse_mib(int(16.4 * mib)) == min(16, 2 ** round(np.log2(CORE_CACHES * core)))
+    assert reuse_mib(llc * mib - 1) == 2 ** round(np.log2(min(llc, CORE_CACHES * core)))
     assert reuse_mib(10**12) == 2 ** round(np.log2(2 * llc))  # beyond: from memory
     # the model priced within is part of every key
     m = OrtCostModel(cache=False, threads=1, **FAST)

@@ -10,7 +10,7 @@ the references nearest to it in duration (interpolated in log time).
 A reading maps each reference's name to its milliseconds (overhead included).
 Every cache entry records the reading of its batch; the cache keeps the
 quietest reading seen per device (each reference's minimum). Costs are priced
-as they would be in that quiet state (`carried`), so keys measured at different
+as they would be in that quiet state (`carry`), so keys measured at different
 moments, loaded or not, compare as if measured together.
 """
 
@@ -66,6 +66,17 @@ def factor(then: Mapping[str, float] | None, now: Mapping[str, float] | None,
             w = (x - x0) / (x1 - x0) if x1 > x0 else 1.0
             return math.exp(y0 + w * (y1 - y0))
     return math.exp(points[-1][1])
+
+
+def carry(then: Mapping[str, float] | None, quiet: Mapping[str, float] | None,
+          ms: float) -> float:
+    """The factor a cost of `ms` timed in reading `then` is carried to the
+    quiet state by: `factor`, where it moves by more than TOLERANCE; else 1.
+    Within that a reading is the quiet state: the references' own noise would
+    otherwise move every key of a batch with them (SqueezeNet's predictions
+    moved by -12 to +5% from one fresh pricing to the next)."""
+    f = factor(then, quiet, ms)
+    return f if abs(f - 1) > TOLERANCE else 1.0
 
 
 def quietest(*readings: Mapping[str, float] | None) -> Reading | None:

@@ -107,6 +107,14 @@ def last_level_cache_bytes() -> int:
     return max(cache_sizes(), default=32 * 2**20)
 
 
+# Within the last level, more traffic between two runs of a weight than this
+# many L2s changed no timing measured: ResNet-50's convolutions timed within 10%
+# at 4 to 256 MiB, where 256 MiB took 256 copies a program; BERT's 9.4 MB
+# product weights need a few copies' worth (at 8 MiB, one copy, its chains
+# timed 10-15% fast and the model was predicted 14% low; at 32 MiB, 1% low).
+CORE_CACHES = 16
+
+
 @cache
 def core_cache_bytes() -> int:
     """Size of the largest cache below the last level (a core's own L2), or
@@ -118,16 +126,14 @@ def core_cache_bytes() -> int:
 def reuse_mib(traffic: int) -> int:
     """The bytes a model touches between two runs of one of its nodes, in MiB,
     as costs are keyed by it and weights' copies are timed with: `traffic` (a
-    run's, see `traffic_bytes`) where it fits a core's own caches (four times
-    its L2); where it fits the last level, four times the L2 (any amount
-    between leaves a weight in the last level alike: ResNet-50's convolutions
-    timed within 10% with 4 to 256 MiB between runs, and 256 MiB took 256
-    copies a program); beyond, twice the last level (the weights come from
-    memory). Rounded to a power of two so that keys stay few."""
+    run's, see `traffic_bytes`) up to CORE_CACHES times a core's own (L2)
+    cache where it fits the last level; beyond the last level, twice its
+    size (the weights come from memory). Rounded to a power of two so that
+    keys stay few."""
     if traffic >= last_level_cache_bytes():
         traffic = 2 * last_level_cache_bytes()
     else:
-        traffic = min(traffic, 4 * core_cache_bytes())
+        traffic = min(traffic, CORE_CACHES * core_cache_bytes())
     mib = traffic / 2**20
     return 2 ** max(0, round(math.log2(max(mib, 1.0))))
 
