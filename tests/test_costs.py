@@ -569,3 +569,21 @@ def test_make_cost_model_applies_options(tmp_path):
     if has_export():
         o = make_cost_model("ort", cache_path=tmp_path / "c.json", threads=1)
         assert o.cache.path == tmp_path / "c.json" and o.threads == 1
+
+
+def test_another_running_process_is_seen():
+    import subprocess
+    import sys
+    import time
+
+    from taso.optimizer.cost.calibrate import others_running
+
+    if others_running() is None:
+        pytest.skip("the OS does not count runnable processes (/proc/loadavg)")
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert others_running(samples=10) >= 0.5
+    finally:
+        spin.kill()
+        spin.wait()

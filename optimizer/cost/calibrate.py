@@ -17,7 +17,7 @@ moments, loaded or not, compare as if measured together.
 from __future__ import annotations
 
 import math
-import os
+import time
 from collections.abc import Mapping
 
 from .chains import Link
@@ -97,10 +97,19 @@ def slowdown(now: Mapping[str, float] | None, quiet: Mapping[str, float] | None)
     return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 1.0
 
 
-def load_average() -> float | None:
-    """The 1-minute load average over the CPUs this process may use (None where
-    the OS does not say)."""
-    try:
-        return os.getloadavg()[0] / max(1, len(os.sched_getaffinity(0)))
-    except (OSError, AttributeError):
-        return None
+def others_running(samples: int = 5, every: float = 0.01) -> float | None:
+    """How many other processes are running or ready to run now (the kernel's
+    count in /proc/loadavg, less this one), averaged over a few samples; None
+    where the OS does not say. The load average lags by a minute: after one
+    heavy job it called an idle machine busy."""
+    counts = []
+    for k in range(samples):
+        try:
+            with open("/proc/loadavg") as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        counts.append(max(running - 1, 0))
+        if k + 1 < samples:
+            time.sleep(every)
+    return sum(counts) / len(counts)

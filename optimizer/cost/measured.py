@@ -50,7 +50,7 @@ from .calibrate import (
     Reading,
     carry,
     factor,
-    load_average,
+    others_running,
     quietest,
     slowdown,
 )
@@ -412,14 +412,14 @@ class MeasuredCostModel(CostModel):
             self.cache.note_reading(self.name, self.device, reading)
         cached = self.cache.quiet(self.name, self.device) if self.cache is not None else None
         slow = slowdown(reading, quietest(cached, reading))
-        load = load_average()
-        if not self._busy_said and (slow > BUSY or (load is not None and load > 0.75)):
+        others = others_running()
+        if not self._busy_said and (slow > BUSY or (others is not None and others >= 0.5)):
             self._busy_said = True
             self.counts["busy"] = 1
             log.warning("the machine is busy (%sreference programs %.2fx their quietest time): "
                         "measured costs may be off by %.0f%%; each is timed beside the "
                         "references and carried to the quiet state",
-                        f"load {load:.2f} per CPU, " if load is not None else "", slow,
+                        f"{others:.1f} other processes running, " if others else "", slow,
                         100 * max(slow - 1, 0.1))
 
     def _carried(self, key: Any, what: tuple, entry: dict) -> float:
