@@ -259,7 +259,7 @@ def test_load_bench_runs_the_four_conditions(tmp_path):
 
 def test_batches_hold_a_bounded_amount_of_weights():
     from taso.optimizer.cost.measured import unit_links
-    from taso.optimizer.cost.ort import CHUNK, CHUNK_BYTES, OrtCostModel, is_const_kind
+    from taso.optimizer.cost.ort import CHUNK, CHUNK_BYTES, OrtCostModel, const_bytes
 
     m = OrtCostModel(cache=False)
     g = ALL["bert_base"](batch_size=1)
@@ -269,8 +269,7 @@ def test_batches_hold_a_bounded_amount_of_weights():
 
     def held(i):
         links = unit_links(whats[i])
-        return m.copies(links) * sum(4 * int(np.prod(s)) for _, _, ins in links
-                                     for kind, s, _ in ins if is_const_kind(kind))
+        return m.copies(links) * const_bytes(links)
     chunks = m._chunks(whats)
     assert len(chunks) > 1 and sorted(i for c in chunks for i in c) == list(range(len(whats)))
     assert all(len(c) <= CHUNK and (len(c) == 1 or sum(map(held, c)) <= CHUNK_BYTES)

@@ -180,9 +180,7 @@ class MeasuredCostModel(CostModel):
     def time_node(self, op: str, attrs: dict[str, Any], shapes: list[Shape],
                   consts: tuple[bool, ...], dtypes: Sequence[str] | None) -> float:
         """Milliseconds of one run of a one-node program (overhead included)."""
-        dtypes = list(dtypes or ["float32"] * len(shapes))
-        return self.time_chain([(op, attrs, tuple((_kind(c), s, d) for s, c, d
-                                                   in zip(shapes, consts, dtypes)))])
+        return self.time_chain(unit_links(("node", op, attrs, shapes, consts, dtypes)))
 
     def time_overhead(self) -> float:
         """Milliseconds of one run of a program that computes (almost) nothing."""
@@ -409,11 +407,13 @@ class MeasuredCostModel(CostModel):
             return
         self._reading = dict(reading)
         if self.cache is not None:
-            self.cache.note_reading(self.name, self.device, reading)
-        cached = self.cache.quiet(self.name, self.device) if self.cache is not None else None
-        slow = slowdown(reading, quietest(cached, reading))
+            self.cache.note_reading(self.name, self.device, reading)  # the quietest kept
+        if self._busy_said:
+            return
+        quiet = self.cache.quiet(self.name, self.device) if self.cache is not None else reading
+        slow = slowdown(reading, quiet)
         others = others_running()
-        if not self._busy_said and (slow > BUSY or (others is not None and others >= 0.5)):
+        if slow > BUSY or (others is not None and others >= 0.5):
             self._busy_said = True
             self.counts["busy"] = 1
             log.warning("the machine is busy (%sreference programs %.2fx their quietest time): "

@@ -138,6 +138,12 @@ def reuse_mib(traffic: int) -> int:
     return 2 ** max(0, round(math.log2(max(mib, 1.0))))
 
 
+def const_bytes(links: Sequence[Link]) -> int:
+    """Bytes of the constant inputs of a chain (float32)."""
+    return sum(4 * int(np.prod(shape)) for _, _, ins in links
+               for kind, shape, _ in ins if is_const_kind(kind))
+
+
 def weight_copies(const_bytes: int, out_bytes: int, reuse_bytes: int, limit: int = 256) -> int:
     """How many copies of a node with `const_bytes` of constant inputs and
     `out_bytes` of outputs to time side by side, so that between two runs of
@@ -283,12 +289,10 @@ class OrtCostModel(MeasuredCostModel):
         """How many copies of the chain `links` its program runs (`weight_copies`)."""
         if not self.cold_weights:
             return 1
-        const_bytes = sum(4 * int(np.prod(shape)) for _, _, ins in links
-                          for kind, shape, _ in ins if is_const_kind(kind))
         op, attrs, ins = links[-1]
         out_bytes = output_bytes(op, attrs, [shape for _, shape, _ in ins])
         reuse = dict(self.context).get("reuse_mib", 0) << 20
-        return weight_copies(const_bytes, out_bytes, reuse)
+        return weight_copies(const_bytes(links), out_bytes, reuse)
 
     def time_chain(self, links) -> float:
         copies = self.copies(links)
@@ -378,8 +382,7 @@ class OrtCostModel(MeasuredCostModel):
         for i, what in enumerate(whats):
             try:
                 links = unit_links(what)
-                size = self.copies(links) * sum(4 * int(np.prod(shape)) for _, _, ins in links
-                                                for kind, shape, _ in ins if is_const_kind(kind))
+                size = self.copies(links) * const_bytes(links)
             except Exception:  # said when its program is built
                 size = 0
             if chunks[-1] and (len(chunks[-1]) == CHUNK or held + size > CHUNK_BYTES):
