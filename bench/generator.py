@@ -2,6 +2,7 @@
 pruning stage, and coverage of TASO's shipped rule set.
 
     python bench/generator.py [--max-ops 3] [--workers 2] [--write rules_db/generated.json]
+                              [--json bench/results/generator.json] [--spill-dir DIR]
 
 Figures are from one run on this machine; they are reported, never asserted.
 """
@@ -18,18 +19,23 @@ from taso.generator.generate import generate
 from taso.rules_db import TASO_REFERENCE, load
 from taso.rules_db.coverage import coverage_report
 
+from taso.cli import StatusLine
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-ops", type=int, default=3)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--spill-dir", default=None,
+                    help="bucket files of enumerated graphs (default: temporary folder from 4)")
     ap.add_argument("--write", default=None, help="also save the generated rule set here")
     ap.add_argument("--json", default=None, help="write the figures as JSON here")
     args = ap.parse_args()
     cfg = GenConfig(max_ops=args.max_ops, seed=args.seed)
     t0 = time.perf_counter()
-    rules, rep = generate(cfg, workers=args.workers, progress=Progress(cfg.max_ops))
+    rules, rep = generate(cfg, workers=args.workers, spill_dir=args.spill_dir,
+                          progress=Progress(cfg.max_ops, StatusLine(plain_interval=60)))
     total = time.perf_counter() - t0
     if args.write:
         rules.save(args.write)
