@@ -315,6 +315,7 @@ def _constant_tensors(graph: GraphT, tt: Tensors, n_in: int) -> set[int]:
 def extend_chunk(ctx: TaskContext, graphs: list[GraphT]) -> list[tuple]:
     """Task: every extension of each of `graphs`."""
     init_worker(ctx)
+    _context()[1].trim()
     res = []
     for g in graphs:
         res.extend(extend(g))

@@ -24,6 +24,7 @@ from taso.ops import OPS, P, ShapeError
 from .family import Shape, Var
 
 Digest = int
+MEMO_LIMIT = 1_000_000  # applications remembered (about 0.6 GB of residues)
 
 
 def digest(shape: Shape, arrays: tuple[np.ndarray, ...]) -> Digest:
@@ -56,6 +57,16 @@ class Fingerprints:
         for v, arrs in zip(family, family_values(family, seed, streams)):
             self.inputs.append(self._intern(v.shape, arrs))
         self.calls = 0
+
+    def trim(self, limit: int | None = None) -> None:
+        """Forget every application past `limit` remembered ones (keeping the
+        family): a worker's memo otherwise grows with all it has seen, 12 GB
+        over round 4 of TASO's set. Digests are of contents, so nothing else
+        changes."""
+        if len(self.memo) > (MEMO_LIMIT if limit is None else limit):
+            self.memo.clear()
+            keep = set(self.inputs)
+            self.values = {d: v for d, v in self.values.items() if d in keep}
 
     def _intern(self, shape: Shape, arrs: tuple[np.ndarray, ...]) -> Digest:
         d = digest(shape, arrs)

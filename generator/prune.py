@@ -204,6 +204,7 @@ def _pairs_of_classes(ctx: TaskContext, batch: list[list[Member]] | SpillBucket
     cfg = _context()[0]
     n_in = len(cfg.family)
     inputs, comm, ev1 = _prune_context(cfg)
+    ev1.trim()
     if isinstance(batch, SpillBucket):
         batch = list(class_members(read_bucket(batch).items(), inputs))
     counts = [0, 0, 0, 0]

@@ -1,0 +1,115 @@
+"""Do more rules help? Every suite model searched with each rule set.
+
+    python bench/more_rules.py [--models bert_base,nasrnn] [--sets default,n4,transformer]
+                               [--cost-cache FILE] [--no-measured] [--out bench/results]
+
+Sets: "default" (the shipped defaults), "n4" (4-operator generated rules in place of
+the 3-operator ones), "transformer" (the defaults plus the transformer set). For
+each model and set: the analytic model's predicted gain and search seconds
+(deterministic, so sets compare), then the measured (ort) search: its predicted
+gain, and the result timed against the original side by side (the search's own
+verdict, with its interval). The rules that fired and are not in the default
+set are listed by id. One run, on this machine; ratios, never limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from taso.optimizer.cost.factory import make_cost_model
+from taso.optimizer.search import run_search
+from taso.rules_db import SHIPPED, default_rule_files, load
+from taso.rules_db.canonical import canonical
+
+from taso.models import ALL
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def rule_sets() -> dict[str, list[Path]]:
+    base = default_rule_files()
+    return {"default": base,
+            "n4": [p for p in base if p.name != "generated.json"] + [SHIPPED / "generated4.json"],
+            "transformer": [*base, SHIPPED / "transformer.json"]}
+
+
+def new_ids(paths: list[Path], default: set) -> set[str]:
+    """Ids of the rules not in the default set, up to renaming (canonical form):
+    another set may hold a default rule under another id."""
+    return {r.id for p in paths for r in load(p).rules if canonical(r)[0] not in default}
+
+
+def search(graph, rules: list[Path], cost_model) -> dict[str, Any]:
+    start = time.perf_counter()
+    r = run_search(graph, rules=[str(p) for p in rules], cost_model=cost_model)
+    seconds = time.perf_counter() - start
+    timed = r.extra.get("timed") or {}
+    return {"predicted": r.cost_before / r.cost_after if r.cost_after else None,
+            "search_s": r.search_seconds, "total_s": seconds, "rules": r.rules_applied,
+            "ops": [r.extra.get("ops_before"), r.graph.num_ops()],
+            "verdict": timed.get("verdict"), "measured": timed.get("ratio"),
+            "interval": [timed.get("low"), timed.get("high")] if timed else None}
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    out = ["| model | set | rules | analytic gain | search s | ort predicted | measured "
+           "[99% interval] | verdict | new rules fired |", "|---" * 9 + "|"]
+    for r in rows:
+        a, m = r["analytic"], r.get("ort") or {}
+        iv = m.get("interval") or [None, None]
+        meas = (f"×{m['measured']:.3f} [{iv[0]:.2f}, {iv[1]:.2f}]"
+                if m.get("measured") and iv[0] else "—")
+        new = ", ".join(f"{k}×{v}" for k, v in sorted(r["new_fired"].items())) or "none"
+        pred = f"×{m['predicted']:.3f}" if m.get("predicted") else "—"
+        out.append(f"| {r['model']} | {r['set']} | {r['n_rules']} | ×{a['predicted']:.3f} | "
+                   f"{a['search_s']:.1f} | {pred} | {meas} | {m.get('verdict') or '—'} | "
+                   f"{new} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="", help="comma-separated names (default: all)")
+    p.add_argument("--sets", default="default,n4,transformer")
+    p.add_argument("--cost-cache", default=None, help="ort cost cache (default: user cache)")
+    p.add_argument("--no-measured", action="store_true", help="the analytic model only")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    sets = rule_sets()
+    chosen = [s for s in args.sets.split(",") if s]
+    missing = [f for s in chosen for f in sets.get(s, [Path(s)]) if not f.exists()]
+    if missing or any(s not in sets for s in chosen):
+        print(f"unknown set or missing file: {chosen} {missing}", file=sys.stderr)
+        return 2
+    models = [m for m in args.models.split(",") if m] or list(ALL)
+    default = {canonical(r)[0] for f in sets["default"] for r in load(f).rules}
+    new = {s: new_ids(sets[s], default) for s in chosen}
+    ort = None if args.no_measured else make_cost_model("ort", cache_path=args.cost_cache)
+    rows = []
+    for name in models:
+        for s in chosen:
+            n_rules = sum(len(load(f).rules) for f in sets[s])
+            row = {"model": name, "set": s, "n_rules": n_rules,
+                   "analytic": search(ALL[name](), sets[s], "analytic")}
+            if ort is not None:
+                row["ort"] = search(ALL[name](), sets[s], ort)
+                ort.save()
+            fired = {**row["analytic"]["rules"], **(row.get("ort") or {}).get("rules", {})}
+            row["new_fired"] = {k: v for k, v in fired.items() if k in new[s]}
+            rows.append(row)
+            print(markdown([row]).splitlines()[-1], flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "more_rules.json").write_text(json.dumps(rows, indent=1))
+    (args.out / "more_rules.md").write_text(
+        "# Do more rules help? (bench/more_rules.py)\n\n" + markdown(rows) + "\n")
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
