@@ -12,6 +12,7 @@ JSON form, read as it is (`parse.parse_rule` checks untrusted input).
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,10 +129,14 @@ class RuleSet:
 
     def save(self, path: str | Path) -> None:
         """Write deterministic, human-readable JSON (one rule per block), atomically:
-        a rule set verified in place is never left half written."""
+        a rule set verified in place is never left half written. A name ending
+        in ".gz" is written gzip-compressed (large generated sets)."""
         text = json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
         with atomic_path(path) as tmp:
-            Path(tmp).write_text(text)
+            if str(path).endswith(".gz"):  # mtime 0: the same bytes every time
+                Path(tmp).write_bytes(gzip.compress(text.encode(), mtime=0))
+            else:
+                Path(tmp).write_text(text)
 
     @staticmethod
     def from_json(d: dict) -> RuleSet:

@@ -40,6 +40,23 @@ def test_json_round_trip(tmp_path):
     assert isinstance(back, RuleSet)
 
 
+def test_gzip_round_trip_and_a_damaged_one_is_named(tmp_path):
+    rs = _taso()
+    rs.save(tmp_path / "t.json.gz")
+    data = (tmp_path / "t.json.gz").read_bytes()
+    assert data[:2] == b"\x1f\x8b" and len(data) < len(json.dumps(rs.to_json())) / 4
+    rs.save(tmp_path / "again.json.gz")  # the same bytes each time (no timestamp)
+    assert (tmp_path / "again.json.gz").read_bytes() == data
+    assert json.dumps(load(tmp_path / "t.json.gz").to_json()) == json.dumps(rs.to_json())
+    for cut in (2, 10, len(data) // 2, len(data) - 1):
+        (tmp_path / "cut.json.gz").write_bytes(data[:cut])
+        with pytest.raises(ValueError, match=r"cut\.json\.gz is not a taso rule set"):
+            load(tmp_path / "cut.json.gz")
+    (tmp_path / "bad.json.gz").write_bytes(data[:20] + bytes(64) + data[84:])
+    with pytest.raises(ValueError, match=r"bad\.json\.gz is not a taso rule set"):
+        load(tmp_path / "bad.json.gz")
+
+
 def test_instantiated_sides_agree_numerically():
     rs = _taso()
     r = rs.by_id("taso-077")  # two matmuls sharing x1 = one matmul of a concat, split
