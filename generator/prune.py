@@ -208,7 +208,7 @@ def _pairs_of_classes(ctx: TaskContext, batch: list[list[Member]] | SpillBucket
     if isinstance(batch, SpillBucket):
         batch = list(class_members(read_bucket(batch).items(), inputs))
     counts = [0, 0, 0, 0]
-    out = []
+    best: dict[tuple, list] = {}  # canonical key -> [rank, entry, rank vectors seen]
     groups = []
     for c in batch:
         g = second_seed(c, ev1, n_in)
@@ -228,8 +228,20 @@ def _pairs_of_classes(ctx: TaskContext, batch: list[list[Member]] | SpillBucket
                 counts[2] += 1
                 rule = to_rule("", a.member, b.member, cfg.family, {})
                 key, order, _ = canonical(rule)
-                out.append((key, order, rule, a.member, b.member))
-    return counts, out
+                ranks = tuple(rule.vars[v]["rank"] for v in order)
+                rank = (len(a.member.graph) + len(b.member.graph), len(a.member.graph))
+                entry = (key, order, rule, a.member, b.member)
+                got = best.get(key)
+                if got is None:
+                    best[key] = [rank, entry, {ranks}]
+                    continue
+                got[2].add(ranks)
+                if rank < got[0]:  # strictly: the first of equals stays
+                    got[0], got[1] = rank, entry
+    # One candidate per canonical form leaves the task (a 4-operator round
+    # finds tens of millions of pairs), in the order found, with every rank
+    # vector its form was found with: what `_prune` needs to pick the same.
+    return counts, [(r, e, rs) for r, e, rs in best.values()]
 
 
 def _check(ctx: TaskContext, batch: list[tuple[Rule, Member, Member]]
@@ -278,33 +290,34 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
     inputs = family_digests(enum)
     ctx = TaskContext.of(enum.cfg)
     st = Stages()
-    found: list[tuple] = []
+    # The simplest candidate of each canonical form (fewest nodes, then the
+    # source smaller, then the order found: stable), and every rank vector.
+    kept_by: dict[tuple, tuple] = {}
+    ranks: dict[tuple, list[set]] = {}
     if enum.classes.spilled:  # each task reads its bucket from the spill folder
         tasks: Iterable = enum.classes.bucket_files()
     else:
         classes = [c for bucket in enum.classes.groups() for c in class_members(bucket, inputs)]
         tasks = _batches(classes, 200)
+    seq = 0
     for counts, out in ex.map(_pairs_of_classes, tasks, ctx):
         st.raw += counts[0]
         st.common_subgraph += counts[1]
         st.implied += counts[2]
         st.split_by_second_seed += counts[3]
-        found.extend(out)
-    # Canonical dedup, smallest rules first (stable: enumeration order breaks
-    # ties), so the kept form is the simplest.
-    order_of = sorted(range(len(found)), key=lambda k: (
-        len(found[k][3].graph) + len(found[k][4].graph), len(found[k][3].graph)))
-    kept: dict[tuple, tuple] = {}
-    ranks: dict[tuple, list[set]] = {}
-    for k in order_of:
-        key, order, rule, src, dst = found[k]
-        r = [rule.vars[v]["rank"] for v in order]
-        if key in kept:
-            for s, x in zip(ranks[key], r):
-                s.add(x)
-            continue
-        kept[key] = (rule, src, dst, order)
-        ranks[key] = [{x} for x in r]
+        for rank, entry, rank_vectors in out:
+            seq += 1
+            key = entry[0]
+            if key not in kept_by:
+                ranks[key] = [set() for _ in entry[1]]
+            if key not in kept_by or (*rank, seq) < kept_by[key][0]:
+                kept_by[key] = ((*rank, seq), entry)
+            for r in rank_vectors:
+                for s, x in zip(ranks[key], r):
+                    s.add(x)
+    # Canonical dedup, smallest rules first, so the kept form is the simplest.
+    kept = {key: (rule, src, dst, order) for key, (_, (_, order, rule, src, dst))
+            in sorted(kept_by.items(), key=lambda kv: kv[1][0])}
     st.renaming = len(kept)
     for key, (rule, _, _, order) in kept.items():
         for v, rs in zip(order, ranks[key]):
