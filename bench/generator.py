@@ -2,7 +2,7 @@
 pruning stage, and coverage of TASO's shipped rule set.
 
     python bench/generator.py [--max-ops 3] [--workers 2] [--write rules_db/generated.json]
-                              [--json bench/results/generator.json] [--spill-dir DIR]
+                              [--json bench/results/generator.json] [--spill-dir DIR] [--verify]
 
 Figures are from one run on this machine; they are reported, never asserted.
 """
@@ -12,14 +12,32 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from taso.generator.cli import Progress, summary
 from taso.generator.family import GenConfig
 from taso.generator.generate import generate
 from taso.rules_db import TASO_REFERENCE, load
 from taso.rules_db.coverage import coverage_report
+from taso.verifier.cli import summary as verify_summary
+from taso.verifier.run import apply_records, verify_rules
 
 from taso.cli import StatusLine
+
+RAY = Path(__file__).resolve().parent / "results" / "ray.json"
+
+
+def projection(seconds: float) -> dict:
+    """Seconds on k workers, by Amdahl's law fitted to the local pool's measured
+    1- and 2-worker times at 3 operators (bench/results/ray.json): the serial
+    share there (the driver: dedup of graphs, class store, merging) taken to
+    hold at this size too, scaled to this run's time on 2 workers."""
+    best = json.loads(RAY.read_text())["best"]
+    t1, t2 = best["local_1"]["generate"], best["local_2"]["generate"]
+    serial = (2 * t2 - t1) / t1  # t(k) = t1 * (serial + (1 - serial) / k)
+    one = seconds / (serial + (1 - serial) / 2)
+    return {"serial_share": round(serial, 3), "from": "bench/results/ray.json local_1, local_2",
+            "seconds": {k: round(one * (serial + (1 - serial) / k)) for k in (1, 2, 4, 8, 16, 64)}}
 
 
 def main() -> None:
@@ -31,12 +49,22 @@ def main() -> None:
                     help="bucket files of enumerated graphs (default: temporary folder from 4)")
     ap.add_argument("--write", default=None, help="also save the generated rule set here")
     ap.add_argument("--json", default=None, help="write the figures as JSON here")
+    ap.add_argument("--verify", action="store_true",
+                    help="also prove every rule (taso-verify, --workers processes) and write "
+                         "the records with the set")
     args = ap.parse_args()
     cfg = GenConfig(max_ops=args.max_ops, seed=args.seed)
     t0 = time.perf_counter()
     rules, rep = generate(cfg, workers=args.workers, spill_dir=args.spill_dir,
                           progress=Progress(cfg.max_ops, StatusLine(plain_interval=60)))
     total = time.perf_counter() - t0
+    verified = None
+    if args.verify:
+        t1 = time.perf_counter()
+        apply_records(rules.rules, verify_rules(rules.rules, 10.0, args.workers or 2))
+        verified = verify_summary(rules.rules, time.perf_counter() - t1)
+        print(f"verified: {verified['proved']} proved, {verified['refuted']} refuted, "
+              f"{verified['unknown']} unknown in {verified['wall_seconds']:.0f}s")
     if args.write:
         rules.save(args.write)
     print(summary(rep, len(rules)))
@@ -56,6 +84,8 @@ def main() -> None:
                        "graphs_per_second": rep.graphs / rep.enumerate_seconds,
                        "rounds": [vars(r) for r in rep.rounds],
                        "stages": dict(rep.stages.rows()),
+                       "verified": verified,
+                       "projection": projection(total),
                        "coverage": {"found": cov.found, "total": cov.total,
                                     "direct": cov.direct, "composed": cov.composed,
                                     "missing": cov.missing}}, f, indent=1)
