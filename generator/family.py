@@ -86,10 +86,13 @@ class Instance:
     attrs: tuple[tuple[str, Any], ...]
     arity: int
     rank: int | None = None
+    scalar_first: bool = True  # may a 0-d tensor be the first operand
 
     def concrete(self, shapes: tuple[Shape, ...]) -> dict[str, Any] | None:
         """The attributes for these operand shapes, or None when they do not apply."""
         if self.rank is not None and any(len(s) != self.rank for s in shapes):
+            return None
+        if not self.scalar_first and shapes and shapes[0] == ():
             return None
         op = OPS[self.op]
         # A windowed input at least as large as the largest window, so that no
@@ -187,5 +190,8 @@ def operator_instances(cfg: GenConfig) -> list[Instance]:
         gen_attrs, rank = _attr_sets(op, cfg.opset)
         for ga in gen_attrs:
             attrs = tuple((k, ga.get(k, d)) for k, d in op.attrs.items() if k != "groups")
-            out.append(Instance(name, attrs, arity, rank))
+            # A named set's scalar is only ever what scales (scalar_mul's and
+            # div's second operand): no s·s, s + s or gelu(s), whose
+            # cancellations would be most of its rules and none a model's.
+            out.append(Instance(name, attrs, arity, rank, scalar_first=not cfg.opset))
     return out

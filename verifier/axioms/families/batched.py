@@ -56,9 +56,9 @@ for _a, _ta in ((0, 0), (1, 2), (2, 1)):
     axiom(f"transpose3-concat{_a}", f"t(concat_{_a}(x, y)) = concat_{_ta}(t(x), t(y))  (3-D)",
           _l, concat(_ta, t3(x), t3(y)), ok(_l), *_3)
 _l = matmul(concat(0, x, y), z, "?act")
-axiom("matmul-concat-batch", "concat_0(x, y) z = concat_0(x z, y z)  (x, y 3-D, z 2-D)", _l,
-      concat(0, matmul(x, z, "?act"), matmul(y, z, "?act")), ok(_l), *_3, eq(rank(y), 3),
-      eq(rank(z), 2))
+axiom("matmul-concat-batch", "concat_0(x, y) z = concat_0(x z, y z)  (z 2-D: rows of a "
+      "matrix, or a batch of any rank)", _l,
+      concat(0, matmul(x, z, "?act"), matmul(y, z, "?act")), ok(_l), eq(rank(z), 2))
 _l = matmul(x, concat(2, y, z), "?act")
 axiom("matmul-concat-cols-batched", "x concat_2(y, z) = concat_2(x y, x z)  (y, z 3-D)", _l,
       concat(2, matmul(x, y, "?act"), matmul(x, z, "?act")), ok(_l), *_3, eq(rank(y), 3),

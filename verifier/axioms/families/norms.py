@@ -70,6 +70,10 @@ axiom("mean-concat-swap", "mean_a(concat_a(x, y)) = mean_a(concat_a(y, x))",
 axiom("mean-concat-self", "mean_a(concat_a(x, x)) = mean_a(x)", rmean(concat("?a", x, x)),
       rmean(x), ok(rmean(concat("?a", x, x))))
 axiom("mean-idem", "mean_a(mean_a(x)) = mean_a(x)", rmean(rmean(x)), rmean(x))
+_m = rmean(concat("?a", x, y))
+axiom("mean-concat-halves", "mean_a(concat_a(x, y)) twice = mean_a(x) + mean_a(y)  (x, y "
+      "equally long along a)", ewadd(_m, _m), ewadd(rmean(x), rmean(y)), ok(_m), ge("?a", 0),
+      eq(dim(x, "?a"), dim(y, "?a")), triggers=((ewadd(_m, _m),), (_m,)))
 axiom("mean-ewadd", "mean_a(x + y) = mean_a(x) + mean_a(y)", rmean(ewadd(x, y)),
       ewadd(rmean(x), rmean(y)), ok(rmean(ewadd(x, y))))
 axiom("mean-smul", "mean_a(x·s) = mean_a(x)·s", rmean(smul(x, s)), smul(rmean(x), s),
