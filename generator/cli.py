@@ -1,7 +1,12 @@
 """`taso-gen`: generate candidate rewrite rules.
 
-    taso-gen --max-ops 3 --output rules.json [--ops matmul,ewadd,...] [--workers 2] [--seed 0]
-             [--executor local|ray] [--address ADDR]
+    taso-gen --max-ops 3 --output rules.json [--ops matmul,ewadd,...|transformer] [--workers 2]
+             [--seed 0] [--executor local|ray] [--address ADDR]
+
+--ops takes operators (over TASO's input family) or the name of an operator
+set, which brings its own family: `transformer` (matmul, transpose, reshape,
+scalar_mul, div, ewadd, ewmul, softmax, layernorm, gelu, reduce_mean, concat,
+split over (batch, seq, hidden) activations, weights, vectors and a scalar).
 
 SIGINT and SIGTERM end the workers, remove the spill files and exit with 130
 and 143 (128 + the signal's number), with one line on stderr.
@@ -29,7 +34,7 @@ from taso.cli import (
 from taso.executor import EXECUTORS, ExecutorError
 
 from .enumerate import RoundStats
-from .family import DEFAULT_OPS, GenConfig
+from .family import DEFAULT_OPS, NAMED_SETS, GenConfig
 from .generate import Report, generate
 from .store import SpillError
 
@@ -74,7 +79,8 @@ def _main(argv: list[str] | None, run: Run) -> int:
     ap.add_argument("--max-ops", type=int, default=3, help="operators per graph (default 3)")
     ap.add_argument("--output", required=True, help="rule-set JSON to write")
     ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
-                    help="comma-separated operators (default: TASO's generator set)")
+                    help="comma-separated operators (default: TASO's generator set), or "
+                         f"a named set with its own input family: {', '.join(NAMED_SETS)}")
     ap.add_argument("--workers", type=int, default=None,
                     help="processes (default: all cores; with --executor ray, the cluster's "
                          "CPUs)")
@@ -102,7 +108,10 @@ def _main(argv: list[str] | None, run: Run) -> int:
         ap.error(f"--spill-dir {args.spill_dir!r} is not a folder")
     check_output(ap, args.output)
     try:
-        cfg = GenConfig(max_ops=args.max_ops, ops=ops, seed=args.seed)
+        if args.ops.strip() in NAMED_SETS:
+            cfg = GenConfig.named(args.ops.strip(), max_ops=args.max_ops, seed=args.seed)
+        else:
+            cfg = GenConfig(max_ops=args.max_ops, ops=ops, seed=args.seed)
     except ValueError as e:  # max_ops, ops or seed
         ap.error(str(e))
     if args.spill_dir is not None:

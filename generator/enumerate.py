@@ -19,6 +19,7 @@ connected, except that two independent single operators may stand side by side
 from __future__ import annotations
 
 import importlib
+import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -178,26 +179,32 @@ def _candidates(graph: GraphT, tt: Tensors, ev: Fingerprints, inst: list[Instanc
     for ins in inst:
         if ins.arity == 0:
             continue
-        combos = [(s,) for s in shapes] if ins.arity == 1 else \
-            [(s1, s2) for s1 in shapes for s2 in shapes]
-        for sh in combos:
-            attrs = _typed(ins, sh, ev)
-            if attrs is None:
-                continue
-            if ins.arity == 1:
-                for t in by_shape[sh[0]]:
-                    if all(t in n for n in need):
-                        yield ins.op, attrs, (t,)
-            else:
-                for t1 in by_shape[sh[0]]:
-                    for t2 in by_shape[sh[1]]:
-                        if all(t1 in n or t2 in n for n in need):
-                            yield ins.op, attrs, (t1, t2)
+        for sh, attrs in _combos(ins, tuple(shapes), ev):
+            for ts in itertools.product(*(by_shape[s] for s in sh)):
+                if all(any(t in n for t in ts) for n in need):
+                    yield ins.op, attrs, ts
     if len(need) < 2:
         yield from (c for c in _splits(graph, tt) if all(c[2][0] in n for n in need))
 
 
 _TYPED: dict[tuple, tuple | None] = {}
+_COMBOS: dict[tuple, list[tuple[tuple, tuple]]] = {}
+
+
+def _combos(ins: Instance, shapes: tuple, ev: Fingerprints) -> list[tuple[tuple, tuple]]:
+    """(operand shapes, node attributes) for every way `ins` type-checks on
+    tensors of `shapes`, in a fixed order (memoized: a round's graphs share few
+    sets of shapes, and a layer norm's three operands make many tuples)."""
+    key = (ins, shapes)
+    out = _COMBOS.get(key)
+    if out is None:
+        out = []
+        for sh in itertools.product(shapes, repeat=ins.arity):
+            attrs = _typed(ins, sh, ev)
+            if attrs is not None:
+                out.append((sh, attrs))
+        _COMBOS[key] = out
+    return out
 
 
 def _typed(ins: Instance, shapes: tuple, ev: Fingerprints) -> tuple | None:

@@ -64,7 +64,8 @@ def generate(cfg: GenConfig, workers: int | None = None,
             store.close()
         if own and ex is not None:
             ex.close()
-    rs = RuleSet(rules, name=f"taso-gen-n{cfg.max_ops}",
+    name = f"taso-gen-{cfg.opset}-n{cfg.max_ops}" if cfg.opset else f"taso-gen-n{cfg.max_ops}"
+    rs = RuleSet(rules, name=name,
                  provenance={"generator": "taso-gen", "settings": cfg.to_json(),
                              "direction": "both: each rule holds read either way"})
     return rs, Report(enum.rounds, stages, t1 - t0, t2 - t1)

@@ -3,13 +3,15 @@
 Stages, each counted:
   raw             every pair of graphs in a class, its fingerprints checked
                   again under the second seed (a graph whose outputs are
-                  family tensors also pairs with those bare variables);
+                  family tensors also pairs with those bare variables; a class
+                  of constants, the same under both seeds, goes);
   common subgraph TASO's criterion: the two sides share an operator applied to
                   the same inputs (structurally), so a smaller rule does the work;
   implied         detectable consequences of smaller rules: both sides end in
                   the same operator on pairwise-equivalent inputs (the rule is
                   that operator applied to a smaller rule), or both sides are two
-                  unrelated operators side by side;
+                  unrelated operators side by side; also gone here: pairs where
+                  neither side reads every variable the other does (no rewrite);
   renaming        one rule per canonical form (variable renaming, node order,
                   direction; `taso.rules_db.canonical`), ranks merged;
   special cases   a rule that is another with two variables identified (an
@@ -138,6 +140,16 @@ def implied(a: _Info, b: _Info, inputs: list[int], commutative: set | None = Non
     return same_tail == len(ma.sinks)
 
 
+def _binds(src: _Info, dst: _Info, n_in: int) -> bool:
+    """Does `src` read every family tensor `dst` reads (a rule src => dst can
+    bind its target)? Sides that share no input are equal only as constants,
+    such as the mean of a softmax, and make no rewrite."""
+    def reads(m: Member) -> set[int]:
+        return {t for _, _, ins in m.graph for t in ins if t < n_in} | \
+            {t for t in m.sinks if t < n_in}
+    return reads(dst.member) <= reads(src.member)
+
+
 def _class_id(vals: tuple[int, ...]) -> str:
     return hashlib.blake2b(repr(sorted(vals)).encode(), digest_size=8).hexdigest()
 
@@ -186,13 +198,16 @@ def family_digests(enum: Enumeration) -> list[int]:
 
 
 def second_seed(ms: list[Member], ev: Fingerprints, n_in: int) -> list[list[Member]]:
-    """Split a class by the fingerprints under the second, independent seed."""
+    """Split a class by the fingerprints under the second, independent seed.
+    A group with an output the same under both seeds computes a constant (the
+    mean of a softmax row is 1/n): its graphs are equal only as constants,
+    which no rule is about, and it goes."""
     groups: dict[tuple, list[Member]] = {}
     for m in ms:
         vals = analyze(m.graph, ev).vals
         key = tuple(sorted(zip(m.sink_vals, (vals[t] for t in m.sinks))))
         groups.setdefault(key, []).append(m)
-    return [g for g in groups.values() if len(g) >= 2]
+    return [g for k, g in groups.items() if len(g) >= 2 and all(a != b for a, b in k)]
 
 
 def _pairs_of_classes(ctx: TaskContext, batch: list[list[Member]] | SpillBucket
@@ -225,6 +240,10 @@ def _pairs_of_classes(ctx: TaskContext, batch: list[list[Member]] | SpillBucket
                 counts[1] += 1
                 if implied(a, b, inputs, comm):
                     continue
+                if not _binds(a, b, n_in):
+                    if not _binds(b, a, n_in):
+                        continue  # no rewrite: e.g. the mean of any softmax
+                    a, b = b, a
                 counts[2] += 1
                 rule = to_rule("", a.member, b.member, cfg.family, {})
                 key, order, _ = canonical(rule)

@@ -133,10 +133,42 @@ def _float64(outs: list[np.ndarray]) -> list[np.ndarray]:
 
 def confirmed(src: Member, dst: Member, xs: list[np.ndarray]) -> bool:
     """Do the paired outputs agree on float inputs? Relative tolerance for float32
-    rounding through a few operators."""
-    a, b = run_float(src.graph, xs), run_float(dst.graph, xs)
+    rounding through a few operators. Where a side divides, they must also
+    agree with every input a divisor is computed from at zero, both sides
+    undefined (not finite) at the same places: the fingerprint's division is
+    by a random non-zero residue, so it cannot tell x·s / s from x."""
     by_val = {v: t for t, v in zip(dst.sinks, dst.sink_vals)}
-    return all(_close(a[t], b[by_val[v]]) for t, v in zip(src.sinks, src.sink_vals))
+    pairs = [(t, by_val[v]) for t, v in zip(src.sinks, src.sink_vals)]
+    a, b = run_float(src.graph, xs), run_float(dst.graph, xs)
+    if not all(_close(a[t], b[u]) for t, u in pairs):
+        return False
+    zero = divisor_sources(src.graph, len(xs)) | divisor_sources(dst.graph, len(xs))
+    if not zero:
+        return True
+    xs0 = [np.zeros_like(x) if i in zero else x for i, x in enumerate(xs)]
+    with np.errstate(all="ignore"):
+        a, b = run_float(src.graph, xs0), run_float(dst.graph, xs0)
+    return all(_same_where_defined(a[t], b[u]) for t, u in pairs)
+
+
+def divisor_sources(graph: GraphT, n_in: int) -> set[int]:
+    """The family tensors (by index) that some divisor of `graph` is computed from."""
+    sources: list[set[int]] = [{i} for i in range(n_in)]
+    out: set[int] = set()
+    for op, attrs, ins in graph:
+        d = OPS[op].divisor
+        if d is not None:
+            out |= sources[ins[d]]
+        srcs = set().union(*(sources[t] for t in ins))
+        sources += [srcs] * OPS[op].num_outputs(dict(attrs))
+    return out
+
+
+def _same_where_defined(x: np.ndarray, y: np.ndarray) -> bool:
+    """Equal where both are finite, and not finite at the same places."""
+    fx, fy = np.isfinite(x), np.isfinite(y)
+    return x.shape == y.shape and bool(np.array_equal(fx, fy)) and _close(
+        np.where(fx, x, 0.0), np.where(fy, y, 0.0))
 
 
 def holds_elsewhere(rule: Rule, family: tuple[Var, ...], seed: int) -> bool | None:

@@ -202,7 +202,8 @@ def test_cli_writes_a_rule_set(tmp_path, capsys):
 @pytest.mark.parametrize("flags, words", [
     (["--max-ops", "0"], "max_ops must be at least 1"),
     (["--ops", "bogus,input"], "cannot enumerate bogus, input; it can: add,"),
-    (["--ops", "reshape"], "cannot enumerate reshape"),  # no target shape to choose
+    (["--ops", "reshape"], "cannot enumerate reshape"),  # none to choose in TASO's family
+    (["--ops", "pad"], "cannot enumerate pad"),
     (["--ops", ","], "no operators"),
     (["--ops", "split,relu"], "split needs concat"),
     (["--workers", "0"], "--workers must be at least 1"),

@@ -169,6 +169,7 @@ class Erf(Pointwise):
     name = "erf"
     onnx_type = "Erf"
     epilogue = True
+    gen_attrs = ({},)
     fp_poly = poly([7, 0, 3, 0])
 
     def ref(self, a, x):
@@ -190,6 +191,7 @@ class Gelu(Pointwise):
 
     name = "gelu"
     epilogue = True
+    gen_attrs = ({},)
     fp_poly = poly([4, 9, 2, 0])
 
     def ref(self, a, x):

@@ -131,6 +131,15 @@ class Op:
     gen_min_spatial: int = 0
     gen_default: int | None = None
     undoes: str = ""
+    # Named generator sets beyond TASO's (`taso-gen --ops transformer`; the
+    # generator's NAMED_SETS list their operators): set -> the attribute values
+    # enumerated there, on operands of any rank. An operator of the set not
+    # named here is enumerated there as in TASO's (`gen_attrs`, `gen_rank`).
+    gen_sets: dict[str, tuple[dict[str, Any], ...]] = {}
+    # The input a partial operator divides by (div: 1): undefined where it is
+    # zero, so a generated rule over it must also hold, both sides undefined
+    # together, with that input's sources at zero (x·s / s = x does not).
+    divisor: int | None = None
     taso_type: int | None = None  # its number in TASO's OpType (graph_subst.pb)
     # An instance for tests/test_op_traits.py: attributes and input shapes.
     example: tuple[dict[str, Any], tuple[Shape, ...]] | None = None

@@ -159,7 +159,15 @@ class Mul(_Broadcast):
 class Div(_Broadcast):
     name = "div"
     onnx_type = "Div"
-    gen_attrs = ()  # a zero divisor has no residue: not generated over
+    divisor = 1
+    # A tensor by a scalar only (attention's 1/sqrt(d); a scalar by itself is
+    # a constant 1). A zero divisor has no inverse residue (its fingerprint is
+    # 0): rules that cancel one are caught by the generator's check with the
+    # divisor at zero (`Op.divisor`).
+    gen_attrs = ({},)
+
+    def gen_concrete(self, a, shapes):
+        return a if shapes[1] == () and shapes[0] != () else None
 
     def ref(self, a, x, y):
         return (x / y).astype(np.float32)

@@ -33,6 +33,8 @@ class MatMul(Op):
     kind = "matmul"
     contraction = True
     gen_rank = 2  # on matrices, as TASO's generator
+    # a transformer's dense layers (3-D by 2-D) and batched products (3-D by 3-D)
+    gen_sets = {"transformer": ({"activation": "none"},)}
     gen_default = 1
     taso_type = 18
     example = ({"activation": "tanh"}, ((3, 5, 4), (4, 2)))

@@ -1,8 +1,9 @@
 """Normalizations (batch norm, layer norm, softmax) and mean reductions (global
 average pooling, ReduceMean).
 
-None of them is enumerated by the generator (`gen_attrs = ()`); they exist so
-that models load, evaluate, export and optimize around them. Fingerprints are
+Layer norm, softmax and ReduceMean are enumerated by the generator over the
+last axis (the transformer set, `taso-gen --ops transformer`); the others exist
+so that models load, evaluate, export and optimize around them. Fingerprints are
 exact where the operator is polynomial in its inputs (float attributes enter as
 exact residues of their binary fractions); 1/sqrt and exp are replaced by their
 own fixed polynomials.
@@ -33,6 +34,13 @@ _EXP_POLY = poly([1, 1, 2, 6])  # stands in for exp
 
 def rsqrt_fp(var: np.ndarray, eps: float) -> np.ndarray:
     return _RSQRT_POLY(mod(var + residue(eps)))
+
+
+def _rows_only(a: dict, shapes) -> dict | None:
+    """Generator hint: normalize (average) the rows of a matrix or of a batch of
+    sequences, not a vector (in the transformer family, a layer's parameters),
+    nor rows of one element (a softmax of those is a constant 1)."""
+    return a if len(shapes[0]) >= 2 and shapes[0][-1] > 1 else None
 
 
 def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
@@ -97,10 +105,13 @@ class LayerNorm(Op):
     inputs = ("x", "scale", "bias")
     attrs = {"axis": -1, "epsilon": 1e-5}
     axes = {"axis": "in"}
-    gen_attrs = ()
+    gen_attrs = ({"axis": -1},)
     kind = "norm"
     epilogue = True
     example = ({"axis": 2}, ((2, 3, 5, 6), (5, 6), (5, 6)))
+
+    def gen_concrete(self, a, shapes):
+        return _rows_only(a, shapes)
 
     def shape(self, a, x, scale, bias):
         ax = _axis(a["axis"], len(x))
@@ -176,9 +187,12 @@ class Softmax(Op):
     inputs = ("x",)
     attrs = {"axis": -1}
     axes = {"axis": "in"}
-    gen_attrs = ()
+    gen_attrs = ({"axis": -1},)
     kind = "norm"
     example = ({"axis": 1}, ((2, 3, 4),))
+
+    def gen_concrete(self, a, shapes):
+        return _rows_only(a, shapes)
 
     def shape(self, a, x):
         _axis(a["axis"], len(x))
@@ -250,9 +264,12 @@ class ReduceMean(Op):
     inputs = ("x",)
     attrs = {"axes": None, "keepdims": 1}
     axes = {"axes": "in"}
-    gen_attrs = ()
+    gen_attrs = ({"axes": (-1,), "keepdims": 1},)
     kind = "norm"
     example = ({"axes": (1, 2), "keepdims": 0}, ((2, 3, 4),))
+
+    def gen_concrete(self, a, shapes):
+        return _rows_only(a, shapes)
 
     def shape(self, a, x):
         axes = norm_axes(a["axes"], len(x))

@@ -26,6 +26,8 @@ class Concat(Op):
     attrs = {"axis": None}
     axes = {"axis": "in"}
     gen_attrs = ({"axis": 0}, {"axis": 1})
+    # the batch axis, and the last one (a 3-D tensor's features: q, k and v side by side)
+    gen_sets = {"transformer": ({"axis": 0}, {"axis": -1})}
     kind = "movement"
     gen_default = 8
     taso_type = 12
@@ -105,6 +107,8 @@ class Transpose(Op):
     inputs = ("x",)
     attrs = {"perm": None}
     gen_attrs = ({"perm": (1, 0)},)
+    # a matrix's, and k^T of batched attention (the last two axes of a 3-D tensor)
+    gen_sets = {"transformer": ({"perm": (1, 0)}, {"perm": (0, 2, 1)})}
     kind = "movement"
     gen_rank = 2
     gen_default = 10
@@ -132,10 +136,24 @@ class Reshape(Op):
     name = "reshape"
     inputs = ("x",)
     attrs = {"shape": None}
-    gen_attrs = ()  # a target shape is the model's to choose; the generator has none
+    gen_attrs = ()  # a target shape is the model's to choose; TASO's set has none
+    # the transformer set's: a (batch, seq, hidden) tensor as the matrix of its rows
+    gen_sets = {"transformer": ({"shape": "rows"},)}
     kind = "movement"
     view = True
     example = ({"shape": (3, 8)}, ((2, 3, 4),))
+
+    def gen_concrete(self, a, shapes):
+        if a["shape"] != "rows":
+            return a
+        x = shapes[0]
+        return {"shape": (x[0] * x[1], x[2])} if len(x) == 3 else None
+
+    def gen_pattern_attrs(self, a, shapes, refs):
+        # the row length is the operand's; the row count stays a number (a
+        # pattern has no product of sizes), so such a rule holds at that count
+        rows, _ = a["shape"]
+        return {"shape": (rows, {"dim": (refs[0], 2)})}
 
     def shape(self, a, x):
         s = tuple(a["shape"])

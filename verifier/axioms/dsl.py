@@ -136,7 +136,9 @@ DOMAINS.update(strides=DOMAINS["s"], pads=DOMAINS["p"], dilations=DOMAINS["d"],
                groups=DOMAINS["g"], activation=DOMAINS["act"], kernel=DOMAINS["k"],
                axis=[0, 1, 2, 3], sizes=[(1, 1), (1, 2), (2, 1), (2, 2), (1, 1, 1)],
                count_include_pad=DOMAINS["cip"], epsilon=DOMAINS["e"], count=DOMAINS["cnt"],
-               shape=[(1, 2, 1, 1), (2, 3), (6,), (3, 2), (1, 3, 1, 1)])
+               shape=[(1, 2, 1, 1), (2, 3), (6,), (3, 2), (1, 3, 1, 1)],
+               axes=[(0,), (1,), (2,), (3,), (0, 1)], keepdims=[0, 1])
+DOMAINS["rows"] = [1, 2, 3, 4, 6, 8]  # a row count (reshape to the matrix of rows)
 # Values an axiom must survive too, though no well-formed rule binds them: an
 # axis counted from the end or past the last, counts of zero or below, odd
 # sizes. An axiom whose guard lets one through is false.
@@ -150,6 +152,7 @@ EDGES: dict[str, list[Any]] = {
     "k": [(0, 1), (2, 3)], "s": [(0, 1), (3, 3)], "d": [(1, 2)],
     "strides": [(3, 3)], "dilations": [(1, 2)], "kernel": [(2, 3)],
     "e": [0.0], "epsilon": [0.0], "al": [0.0], "be": [-1.0],
+    "axes": [(-1,), (5,), (1, 1)], "keepdims": [2], "rows": [0, 5],
 }
 
 
