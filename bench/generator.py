@@ -3,6 +3,7 @@ pruning stage, and coverage of TASO's shipped rule set.
 
     python bench/generator.py [--max-ops 3] [--workers 2] [--write rules_db/generated.json]
                               [--json bench/results/generator.json] [--spill-dir DIR] [--verify]
+                              [--from-spill DIR]
 
 Figures are from one run on this machine; they are reported, never asserted.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from taso.generator.cli import Progress, summary
 from taso.generator.family import GenConfig
-from taso.generator.generate import generate
+from taso.generator.generate import generate, prune_spilled
 from taso.rules_db import TASO_REFERENCE, load
 from taso.rules_db.coverage import coverage_report
 from taso.verifier.cli import summary as verify_summary
@@ -52,11 +53,17 @@ def main() -> None:
     ap.add_argument("--verify", action="store_true",
                     help="also prove every rule (taso-verify, --workers processes) and write "
                          "the records with the set")
+    ap.add_argument("--from-spill", default=None, metavar="DIR",
+                    help="only prune the kept bucket files of an enumeration of these "
+                         "settings (a run cut short while pruning); no round figures")
     args = ap.parse_args()
     cfg = GenConfig(max_ops=args.max_ops, seed=args.seed)
     t0 = time.perf_counter()
-    rules, rep = generate(cfg, workers=args.workers, spill_dir=args.spill_dir,
-                          progress=Progress(cfg.max_ops, StatusLine(plain_interval=60)))
+    if args.from_spill:
+        rules, rep = prune_spilled(cfg, args.from_spill, args.workers)
+    else:
+        rules, rep = generate(cfg, workers=args.workers, spill_dir=args.spill_dir,
+                              progress=Progress(cfg.max_ops, StatusLine(plain_interval=60)))
     total = time.perf_counter() - t0
     verified = None
     if args.verify:

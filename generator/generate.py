@@ -64,8 +64,28 @@ def generate(cfg: GenConfig, workers: int | None = None,
             store.close()
         if own and ex is not None:
             ex.close()
+    return _rule_set(cfg, rules), Report(enum.rounds, stages, t1 - t0, t2 - t1)
+
+
+def prune_spilled(cfg: GenConfig, folder: str, workers: int | None = None
+                  ) -> tuple[RuleSet, Report]:
+    """The rule set of a finished enumeration of `cfg` kept in spill `folder`
+    (a run cut short while pruning: its bucket files, linked elsewhere before
+    the run removed them), pruned on `workers` local processes. The folder is
+    read, never changed; the report has no rounds."""
+    ex = make_executor("local", workers)
+    try:
+        t0 = time.perf_counter()
+        rules, stages = prune(Enumeration(cfg, ClassStore.reopen(folder)), ex)
+    except BaseException:
+        ex.abort()
+        raise
+    ex.close()
+    return _rule_set(cfg, rules), Report([], stages, 0.0, time.perf_counter() - t0)
+
+
+def _rule_set(cfg: GenConfig, rules: list) -> RuleSet:
     name = f"taso-gen-{cfg.opset}-n{cfg.max_ops}" if cfg.opset else f"taso-gen-n{cfg.max_ops}"
-    rs = RuleSet(rules, name=name,
-                 provenance={"generator": "taso-gen", "settings": cfg.to_json(),
-                             "direction": "both: each rule holds read either way"})
-    return rs, Report(enum.rounds, stages, t1 - t0, t2 - t1)
+    return RuleSet(rules, name=name,
+                   provenance={"generator": "taso-gen", "settings": cfg.to_json(),
+                               "direction": "both: each rule holds read either way"})

@@ -117,7 +117,25 @@ class ClassStore:
         self._types_written = -1
         self._buffered = 0
         self._flush_every = flush_every
+        self._kept = False  # a reopened folder: read, never written or removed
         self.count = 0
+
+    @classmethod
+    def reopen(cls, folder: str | Path) -> ClassStore:
+        """The classes of a finished enumeration's spill folder (kept, say, from a
+        run cut short while pruning), read-only: closing it leaves the folder."""
+        folder = Path(folder).absolute()
+        try:
+            fmt = json.loads((folder / "format.json").read_text())
+        except (OSError, ValueError) as e:
+            raise SpillError(f"{folder} is not a taso-gen spill folder: {e}") from None
+        if fmt.get("format") != FORMAT or fmt.get("version") != VERSION:
+            raise SpillError(f"{folder}: spill format {fmt.get('format')!r} version "
+                             f"{fmt.get('version')!r}, this taso-gen reads {FORMAT!r} {VERSION}")
+        store = cls(None, buckets=fmt["buckets"])
+        store._mem, store._dir, store._kept = None, folder, True
+        store._types_written = -2  # never rewrite its node table
+        return store
 
     @property
     def spill_folder(self) -> Path | None:
@@ -142,7 +160,7 @@ class ClassStore:
             self.flush()
 
     def flush(self) -> None:
-        if self._dir is None:
+        if self._dir is None or self._kept:
             return
         if len(self._types) != self._types_written:  # the table first: lines index it
             with atomic_path(self._dir / "nodes.json") as tmp, open(tmp, "w") as f:
@@ -179,6 +197,6 @@ class ClassStore:
             yield iter(read_bucket(ref).items())
 
     def close(self) -> None:
-        if self._dir is not None:
+        if self._dir is not None and not self._kept:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

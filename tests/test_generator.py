@@ -293,3 +293,24 @@ def test_the_shipped_generated_set_is_what_taso_gen_writes():
 
     assert [bare(r) for r in rules.rules] == [bare(r) for r in shipped.rules]
     assert rep.stages.general == len(shipped.rules) == 4403
+
+
+def test_a_kept_spill_folder_prunes_to_the_same_rules(tmp_path):
+    # A 4-operator run cut short while pruning leaves its bucket files (linked
+    # away); pruning them again gives the rules the whole run gives.
+    from taso.generator.enumerate import enumerate_graphs
+    from taso.generator.generate import prune_spilled
+    from taso.generator.store import ClassStore, SpillError
+    cfg = GenConfig(max_ops=2, ops=("ewadd", "matmul", "relu"), family=tuple(M[:3]))
+    whole, _ = generate(cfg, workers=1, spill_dir=str(tmp_path / "whole"))
+    store = ClassStore(tmp_path)
+    enumerate_graphs(cfg, None, None, store)
+    folder = store.bucket_files()[0].path.rsplit("/", 1)[0]
+    again, rep = prune_spilled(cfg, folder, workers=1)
+    assert json.dumps(again.to_json()) == json.dumps(whole.to_json())
+    assert rep.stages.general == len(whole) > 0
+    files = sorted(p.name for p in store.spill_folder.iterdir())
+    assert "nodes.json" in files and len(files) > 2  # read, never removed
+    store.close()
+    with pytest.raises(SpillError, match="not a taso-gen spill folder"):
+        prune_spilled(cfg, str(tmp_path), workers=1)
