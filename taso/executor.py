@@ -26,6 +26,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -58,10 +59,25 @@ class ExecutorError(RuntimeError):
     """An executor could not start (Ray missing, no cluster at the address)."""
 
 
-def _worker_signals() -> None:
-    """Pool worker set-up: a terminal's Ctrl-C is for the parent, which ends us."""
+def _worker_signals(driver: int | None = None) -> None:
+    """Pool worker set-up: a terminal's Ctrl-C is for the parent, which ends us;
+    and a worker ends itself once the driver process is gone (killed outright,
+    or a script with no handler ended by SIGTERM), rather than work on alone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if driver is not None:
+        threading.Thread(target=_end_with, args=(driver,), daemon=True).start()
+
+
+def _end_with(driver: int, every: float = 1.0) -> None:
+    while True:
+        time.sleep(every)
+        try:
+            os.kill(driver, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:  # alive, someone else's: cannot be ours
+            pass
 
 
 @contextmanager
@@ -138,7 +154,8 @@ class LocalExecutor:
         # would shadow the installed package there. Each worker imports once.
         ctx = mp.get_context(start_method or default_start_method())
         self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
-                                         initializer=_worker_signals)
+                                         initializer=_worker_signals,
+                                         initargs=(os.getpid(),))
 
     def map(self, fn, items, shared=None):
         call = functools.partial(fn, shared)

@@ -182,3 +182,48 @@ def test_taso_gen_interrupted_while_ray_starts(tmp_path, sig, first):
     status, err = _interrupt(cmd, lambda names: first in names, sig, False, tmp_path)
     _check(status, err, sig, "taso-gen")
     assert not out.exists()
+
+
+ORPHAN_SCRIPT = """
+import os, sys, time
+from taso.executor import LocalExecutor
+
+def task(out, i):
+    with open(os.path.join(out, f"w{os.getpid()}"), "w"):
+        pass
+    time.sleep(300)
+
+if __name__ == "__main__":
+    for _ in LocalExecutor(2).map(task, range(2), sys.argv[1]):
+        pass
+"""
+
+
+def test_pool_workers_end_when_their_driver_is_killed(tmp_path):
+    # A script with no signal handling, ended by SIGKILL (or a default SIGTERM),
+    # cannot end its pool; the workers notice their driver gone and end.
+    script = tmp_path / "driver.py"
+    script.write_text(ORPHAN_SCRIPT)
+    p = subprocess.Popen([sys.executable, str(script), str(tmp_path)], cwd=tmp_path,
+                         start_new_session=True, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: len(list(tmp_path.glob("w*"))) == 2, "both workers to start")
+        p.kill()
+        p.wait()
+        workers = [int(f.name[1:]) for f in tmp_path.glob("w*")]
+        _wait_for(lambda: not any(pid in {q for q, *_ in _procs()} and
+                                  _state(pid) != "Z" for pid in workers),
+                  "the workers to end", 30)
+    finally:
+        for pid, _ in _session(p.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+    except OSError:
+        return "gone"
+    return st[st.rindex(")") + 2]
