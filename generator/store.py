@@ -134,7 +134,6 @@ class ClassStore:
                              f"{fmt.get('version')!r}, this taso-gen reads {FORMAT!r} {VERSION}")
         store = cls(None, buckets=fmt["buckets"])
         store._mem, store._dir, store._kept = None, folder, True
-        store._types_written = -2  # never rewrite its node table
         return store
 
     @property
