@@ -123,7 +123,7 @@ def fmt(x: float | None) -> str:
 def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
     lines = [header, "",
              "| model | condition | verdict | rules kept | same as idle | predicted | measured "
-             "[interval] | prediction / measured | keys timed (new / again / guessed) | "
+             "[interval] | prediction / measured | keys timed (new / again / beside / guessed) | "
              "search s |", "|" + "---|" * 10]
     for name, rows in results.items():
         for cond in CONDITIONS:
@@ -137,7 +137,7 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
                 f"| {name} | {cond} | {r['verdict']} | {sum(r['rules'].values())} | "
                 f"{'yes' if r['same_rules'] else 'no'} | {fmt(r['predicted'])} | "
                 f"{fmt(r['measured'])}{interval} | {gap} | {c['new']} / {c['remeasured']} / "
-                f"{c['guessed']} | {r['seconds']} |")
+                f"{c.get('beside', '—')} / {c['guessed']} | {r['seconds']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -39,8 +39,8 @@ def summary_text(report: SearchReport, **extra: Any) -> str:
     ]
     m = d.get("costs_measured")
     if m:
-        more = ", ".join(f"{m[k]} {k}" for k in ("remeasured", "cached", "rescaled", "guessed",
-                                                 "fallback") if m.get(k))
+        more = ", ".join(f"{m[k]} {k}" for k in ("remeasured", "beside", "cached", "rescaled",
+                                                 "guessed", "fallback") if m.get(k))
         rows.append(("costs measured", f"{m['new']} new" + (f" ({more})" if more else "")
                      + f" in {m['seconds']:.1f} s"
                      + (f" (cache {m['cache']})" if m["cache"] else "")))

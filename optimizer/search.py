@@ -356,6 +356,8 @@ def _costs_measured(model: CostModel, before: tuple[int, float, Counter]
       new         keys timed for the first time
       remeasured  cached keys timed again: a decision rested on them and the
                   machine is quieter now than when they were timed
+      beside      the searched graph's keys timed again in one batch with the
+                  winner's new keys they compete with (once each)
       cached      keys read from the cache as they were
       rescaled    cached keys carried to the quiet state by more than the
                   calibration tolerance (timed under another load)
@@ -371,7 +373,8 @@ def _costs_measured(model: CostModel, before: tuple[int, float, Counter]
     return {"new": counts["measured"],
             "seconds": round(model.measure_seconds - before[1], 3),
             "cache": str(cache.path) if cache is not None else None,
-            **{k: counts[k] for k in ("remeasured", "cached", "rescaled", "fallback", "busy")},
+            **{k: counts[k] for k in ("remeasured", "beside", "cached", "rescaled", "fallback",
+                                    "busy")},
             "guessed": guessed}
 
 

@@ -16,7 +16,8 @@ What is worth timing, in a search (`begin_search` .. `end_search`): the keys
 of the original graph, in one batch; then, for the graphs the search meets,
 keys missing from the cache are first priced by the analytic model (scaled by
 what the measured keys of the same operators cost against it) and only the
-keys of each round's winner are timed (`confirm`); where that moved its cost,
+keys of each round's winner are timed (`confirm`), in one batch with the
+original's keys the winner replaces, timed again; where that moved a cost,
 the search runs again on the measured costs. A cached entry out of
 calibration is carried (rescaled) unless a decision rests on it and the
 machine is quieter now than when it was timed; then it is timed again.
@@ -35,7 +36,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from itertools import accumulate
 from typing import Any, NamedTuple
 
@@ -141,6 +142,10 @@ class MeasuredCostModel(CostModel):
         self.searching = False
         self._guessed: dict[Any, tuple] = {}
         self._doubted: dict[Any, tuple] = {}
+        # The searched graph's timed keys not yet timed again beside a winner's
+        # (`_confirm`), and the keys the device could not time at all.
+        self._rivals: dict[Any, tuple] = {}
+        self._untimable: set[Any] = set()
         # Per operator (or chain) label, the timed units' (estimate, measured over
         # estimate): what the guesses are scaled by.
         self._ratios: dict[str, list[tuple[float, float]]] = {}
@@ -454,9 +459,11 @@ class MeasuredCostModel(CostModel):
         self._memo[key] = ms
         return ms
 
-    def _measure(self, units: Sequence[tuple[Any, tuple]]) -> None:
+    def _measure(self, units: Sequence[tuple[Any, tuple]], beside: Collection[Any] = ()
+                 ) -> None:
         """Time `units` (key, what) as one batch; their prices into the memo
-        and the cache (the analytic model's where the device cannot run one)."""
+        and the cache (the analytic model's where the device cannot run one).
+        `beside`: the keys among them timed again only to be beside the others."""
         units = list(dict(units).items())  # each key once
         if not units:
             return
@@ -480,10 +487,12 @@ class MeasuredCostModel(CostModel):
             was_doubted = self._doubted.pop(key, None) is not None
             if isinstance(r, Exception):
                 self._memo[key] = self._fallback(what, r)
+                self._untimable.add(key)
                 self.counts["fallback"] += 1
                 continue
             self.measured += 1
-            self.counts["remeasured" if was_doubted else "measured"] += 1
+            self.counts["beside" if key in beside else
+                        "remeasured" if was_doubted else "measured"] += 1
             if self.cache is not None:
                 self.cache.put(self.name, self.device, key, r.ms, r.cal, r.half, r.reps)
             ms = r.ms * carry(r.cal, quiet, r.ms)
@@ -517,7 +526,9 @@ class MeasuredCostModel(CostModel):
         anew are guessed until `confirm` times them."""
         self.weight_byte_cost()  # the search reads it; a measured key, not a guess
         self.searching = False
+        self._rivals = {}
         self._confirm(graph)
+        self._rivals = {k: what for _, (k, what) in self._timed_units(graph)}
         self.precision_ms = PRECISION * self.graph_cost(graph)
         self.searching = True
 
@@ -535,8 +546,20 @@ class MeasuredCostModel(CostModel):
                 self._confirm(graph)
         finally:
             self.searching = False
+            self._rivals = {}
+
+    def _timed_units(self, graph: Graph) -> list[tuple[list[int], Unit]]:
+        """The units of `graph` that cost something and the device can time."""
+        return [(ids, unit) for ids, unit in self._units(graph)
+                if unit is not None and unit[0] not in self._untimable]
 
     def _confirm(self, graph: Graph) -> bool:
+        """Time the guessed and doubted keys of `graph`. Where there are any, the
+        keys of the searched graph that `graph` no longer has (its rivals: what
+        the decision compares them with) are timed again in the same batch,
+        once each: a load the reference programs do not see (this Intel VM's
+        hardly slow beside a busy core) then weighs on both sides alike, so
+        their ratio holds where their absolute times do not."""
         pending: dict[Any, tuple] = {}
         before: dict[Any, float] = {}
         for _, unit in self._units(graph):
@@ -553,7 +576,14 @@ class MeasuredCostModel(CostModel):
             if key in self._guessed or key in self._doubted:
                 before[key] = self._memo.pop(key)
                 pending[key] = what
-        self._measure(list(pending.items()))
+        beside = []
+        if pending and self._rivals:
+            kept = {unit[0] for _, unit in self._units(graph) if unit is not None}
+            beside = [k for k in self._rivals if k not in kept and k in self._memo]
+            for k in beside:
+                before[k] = self._memo.pop(k)
+                pending[k] = self._rivals.pop(k)
+        self._measure(list(pending.items()), beside)
         return any(abs(self._memo[k] - ms) > MOVED * ms for k, ms in before.items())
 
     def _analytic_price(self, what: tuple) -> tuple[str, float]:
