@@ -59,11 +59,12 @@ def main() -> None:
     args = ap.parse_args()
     cfg = GenConfig(max_ops=args.max_ops, seed=args.seed)
     t0 = time.perf_counter()
+    shown = Progress(cfg.max_ops, StatusLine(plain_interval=60))
     if args.from_spill:
-        rules, rep = prune_spilled(cfg, args.from_spill, args.workers)
+        rules, rep = prune_spilled(cfg, args.from_spill, args.workers, shown.pruning)
     else:
         rules, rep = generate(cfg, workers=args.workers, spill_dir=args.spill_dir,
-                              progress=Progress(cfg.max_ops, StatusLine(plain_interval=60)))
+                              progress=shown, prune_progress=shown.pruning)
     total = time.perf_counter() - t0
     verified = None
     if args.verify:

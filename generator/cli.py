@@ -52,6 +52,12 @@ class Progress:
                        f"  {st.graphs} graphs  {st.classes} classes"
                        f"  {time.perf_counter() - self.t0:.0f}s", last=done >= total)
 
+    def pruning(self, stage: str, done: int, total: int) -> None:
+        """Pruning's status line: the stage and its tasks done (buckets or
+        batches of classes, then batches of rules)."""
+        self.line.show(f"pruning: {stage} {bar(done, total)} {done}/{total}"
+                       f"  {time.perf_counter() - self.t0:.0f}s", last=done >= total)
+
 
 def summary(rep: Report, n_rules: int) -> str:
     lines = ["round  reps in   graphs   classes   seconds"]
@@ -124,10 +130,10 @@ def _main(argv: list[str] | None, run: Run) -> int:
     if not (args.quiet or args.json):
         run.line = StatusLine()
     try:
+        shown = run.line and Progress(cfg.max_ops, run.line)
         rules, rep = generate(cfg, workers=args.workers, executor=args.executor,
-                              address=args.address,
-                              progress=run.line and Progress(cfg.max_ops, run.line),
-                              spill_dir=args.spill_dir)
+                              address=args.address, progress=shown, spill_dir=args.spill_dir,
+                              prune_progress=shown and shown.pruning)
     except (ExecutorError, SpillError) as e:
         # a worker's SpillError comes wrapped by Ray, with its traceback
         cause = getattr(e, "cause", None)

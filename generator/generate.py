@@ -13,7 +13,7 @@ from taso.executor import Executor, make_executor
 
 from .enumerate import Enumeration, RoundStats, enumerate_graphs
 from .family import GenConfig
-from .prune import Stages, prune
+from .prune import PruneProgress, Stages, prune
 from .store import ClassStore
 
 
@@ -32,13 +32,15 @@ class Report:
 def generate(cfg: GenConfig, workers: int | None = None,
              executor: Executor | str | None = None,
              progress: Callable[[RoundStats, int, int], None] | None = None,
-             spill_dir: str | None = None, address: str | None = None
-             ) -> tuple[RuleSet, Report]:
+             spill_dir: str | None = None, address: str | None = None,
+             prune_progress: PruneProgress | None = None) -> tuple[RuleSet, Report]:
     """Generate the rule set of `cfg` on `workers` local processes (default: all
     cores), or on `executor`: an `Executor`, or "local" / "ray" (a Ray cluster at
     `address`, or a private local one). Graphs wait for pruning in memory, or in
     bucket files under `spill_dir` (by default the system's temporary folder from
-    4 operators up; on a cluster it must be a folder every node can read). An
+    4 operators up; on a cluster it must be a folder every node can read).
+    `progress` hears of each representative extended, `prune_progress` of each
+    pruning task done (stage, done, tasks). An
     interruption (KeyboardInterrupt) kills the workers and removes the spill
     files before it propagates."""
     own = executor is None or isinstance(executor, str)
@@ -52,7 +54,7 @@ def generate(cfg: GenConfig, workers: int | None = None,
         t0 = time.perf_counter()
         enum: Enumeration = enumerate_graphs(cfg, ex, progress, store)
         t1 = time.perf_counter()
-        rules, stages = prune(enum, ex)
+        rules, stages = prune(enum, ex, prune_progress)
         t2 = time.perf_counter()
     except BaseException:
         if own and ex is not None:
@@ -67,8 +69,8 @@ def generate(cfg: GenConfig, workers: int | None = None,
     return _rule_set(cfg, rules), Report(enum.rounds, stages, t1 - t0, t2 - t1)
 
 
-def prune_spilled(cfg: GenConfig, folder: str, workers: int | None = None
-                  ) -> tuple[RuleSet, Report]:
+def prune_spilled(cfg: GenConfig, folder: str, workers: int | None = None,
+                  progress: PruneProgress | None = None) -> tuple[RuleSet, Report]:
     """The rule set of a finished enumeration of `cfg` kept in spill `folder`
     (a run cut short while pruning: its bucket files, linked elsewhere before
     the run removed them), pruned on `workers` local processes. The folder is
@@ -76,7 +78,7 @@ def prune_spilled(cfg: GenConfig, folder: str, workers: int | None = None
     ex = make_executor("local", workers)
     try:
         t0 = time.perf_counter()
-        rules, stages = prune(Enumeration(cfg, ClassStore.reopen(folder)), ex)
+        rules, stages = prune(Enumeration(cfg, ClassStore.reopen(folder)), ex, progress)
     except BaseException:
         ex.abort()
         raise

@@ -28,7 +28,7 @@ the order.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from taso.rules_db import PNode, Rule
@@ -293,19 +293,33 @@ def _batches(items: list, size: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def prune(enum: Enumeration, executor: Executor | None = None) -> tuple[list[Rule], Stages]:
+# Told (stage, tasks done, tasks) as each pruning task ends.
+PruneProgress = Callable[[str, int, int], None]
+
+
+def prune(enum: Enumeration, executor: Executor | None = None,
+          progress: PruneProgress | None = None) -> tuple[list[Rule], Stages]:
     """The generated rule set (deterministic for a given configuration) and the
-    count left after each stage."""
+    count left after each stage; `progress` hears of each task done."""
     own = executor is None
     ex = executor or SerialExecutor()
     try:
-        return _prune(enum, ex)
+        return _prune(enum, ex, progress or (lambda *_: None))
     finally:
         if own:
             ex.close()
 
 
-def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
+def _counted(results: Iterable, stage: str, total: int, progress: PruneProgress) -> Iterator:
+    """`results`, telling `progress` of each one as it arrives."""
+    progress(stage, 0, total)
+    for done, res in enumerate(results, 1):
+        yield res
+        progress(stage, done, total)
+
+
+def _prune(enum: Enumeration, ex: Executor, progress: PruneProgress
+           ) -> tuple[list[Rule], Stages]:
     inputs = family_digests(enum)
     ctx = TaskContext.of(enum.cfg)
     st = Stages()
@@ -314,12 +328,13 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
     kept_by: dict[tuple, tuple] = {}
     ranks: dict[tuple, list[set]] = {}
     if enum.classes.spilled:  # each task reads its bucket from the spill folder
-        tasks: Iterable = enum.classes.bucket_files()
+        tasks: list = list(enum.classes.bucket_files())
     else:
         classes = [c for bucket in enum.classes.groups() for c in class_members(bucket, inputs)]
         tasks = _batches(classes, 200)
     seq = 0
-    for counts, out in ex.map(_pairs_of_classes, tasks, ctx):
+    for counts, out in _counted(ex.map(_pairs_of_classes, tasks, ctx), "classes", len(tasks),
+                                progress):
         st.raw += counts[0]
         st.common_subgraph += counts[1]
         st.implied += counts[2]
@@ -342,11 +357,12 @@ def _prune(enum: Enumeration, ex: Executor) -> tuple[list[Rule], Stages]:
         for v, rs in zip(order, ranks[key]):
             rule.vars[v]["rank"] = next(iter(rs)) if len(rs) == 1 else None
     items = list(kept.items())
-    drop = special_cases([r for _, (r, _, _, _) in items], [k for k, _ in items], ex)
+    drop = special_cases([r for _, (r, _, _, _) in items], [k for k, _ in items], ex, progress)
     items = [it for i, it in enumerate(items) if i not in drop]
     st.special_cases = len(items)
-    checks = [c for res in ex.map(_check, _batches([(r, s, d) for _, (r, s, d, _) in items],
-                                                   100), ctx) for c in res]
+    batches = _batches([(r, s, d) for _, (r, s, d, _) in items], 100)
+    checks = [c for res in _counted(ex.map(_check, batches, ctx), "checks", len(batches),
+                                    progress) for c in res]
     rules: list[Rule] = []
     for (_, (rule, src, dst, _)), (ok, general) in zip(items, checks):
         st.float += ok
@@ -418,12 +434,15 @@ def _merged_keys(_: None, batch: list[Rule]) -> list[list]:
     return out
 
 
-def special_cases(rules: list[Rule], keys: list, ex: Executor) -> set[int]:
+def special_cases(rules: list[Rule], keys: list, ex: Executor,
+                  progress: PruneProgress = lambda *_: None) -> set[int]:
     """Indices of rules that are another rule with two variables identified: an
     instance of a more general rule, which the optimizer applies just as well."""
     index = {k: i for i, k in enumerate(keys)}
     drop: set[int] = set()
-    merged_keys = [m for res in ex.map(_merged_keys, _batches(rules, 200), None) for m in res]
+    batches = _batches(rules, 200)
+    merged_keys = [m for res in _counted(ex.map(_merged_keys, batches, None), "general rules",
+                                         len(batches), progress) for m in res]
     ranks = [{c.get("rank") for c in r.vars.values()} for r in rules]
     for i, ms in enumerate(merged_keys):
         for k in ms:

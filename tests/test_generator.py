@@ -306,8 +306,18 @@ def test_a_kept_spill_folder_prunes_to_the_same_rules(tmp_path):
     store = ClassStore(tmp_path)
     enumerate_graphs(cfg, None, None, store)
     folder = store.bucket_files()[0].path.rsplit("/", 1)[0]
-    again, rep = prune_spilled(cfg, folder, workers=1)
+    heard: list[tuple[str, int, int]] = []
+    again, rep = prune_spilled(cfg, folder, workers=1,
+                               progress=lambda *told: heard.append(told))
     assert json.dumps(again.to_json()) == json.dumps(whole.to_json())
+    # each stage's tasks, told one by one from none done to all done
+    stages = list(dict.fromkeys(stage for stage, _, _ in heard))
+    assert stages == ["classes", "general rules", "checks"]
+    for stage in stages:
+        told = [(done, total) for s, done, total in heard if s == stage]
+        total = told[0][1]
+        assert told == [(k, total) for k in range(total + 1)]
+    assert heard[0] == ("classes", 0, len(store.bucket_files()))
     assert rep.stages.general == len(whole) > 0
     files = sorted(p.name for p in store.spill_folder.iterdir())
     assert "nodes.json" in files and len(files) > 2  # read, never removed
