@@ -79,7 +79,9 @@ def main() -> None:
     t1 = time.perf_counter()
     cov = coverage_report(rules, load(TASO_REFERENCE))
     t_cov = time.perf_counter() - t1
-    print(f"\ngeneration total {total:.1f}s; graphs/s {rep.graphs / rep.enumerate_seconds:.0f}")
+    rate = rep.graphs / rep.enumerate_seconds if rep.enumerate_seconds else None
+    print(f"\ngeneration total {total:.1f}s"
+          + (f"; graphs/s {rate:.0f}" if rate else " (pruning only: no rounds)"))
     print(f"coverage of TASO's graph_subst.pb: {cov.found}/{cov.total} "
           f"({100 * cov.found / cov.total:.1f}%): {len(cov.direct)} equal, "
           f"{len(cov.composed)} composed ({t_cov:.1f}s)")
@@ -89,11 +91,11 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump({"max_ops": cfg.max_ops, "rules": len(rules), "seconds": total,
                        "graphs": rep.graphs,
-                       "graphs_per_second": rep.graphs / rep.enumerate_seconds,
+                       "graphs_per_second": rate,
                        "rounds": [vars(r) for r in rep.rounds],
                        "stages": dict(rep.stages.rows()),
                        "verified": verified,
-                       "projection": projection(total),
+                       "projection": None if args.from_spill else projection(total),
                        "coverage": {"found": cov.found, "total": cov.total,
                                     "direct": cov.direct, "composed": cov.composed,
                                     "missing": cov.missing}}, f, indent=1)
