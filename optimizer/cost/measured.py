@@ -493,7 +493,9 @@ class MeasuredCostModel(CostModel):
             self.measured += 1
             self.counts["beside" if key in beside else
                         "remeasured" if was_doubted else "measured"] += 1
-            if self.cache is not None:
+            # A key timed again beside a winner serves this decision only: the
+            # cache keeps its quieter timing.
+            if self.cache is not None and key not in beside:
                 self.cache.put(self.name, self.device, key, r.ms, r.cal, r.half, r.reps)
             ms = r.ms * carry(r.cal, quiet, r.ms)
             self._memo[key] = ms
