@@ -181,6 +181,43 @@ def test_cli_writes_records_and_json(tmp_path, taso_rules, capsys):
     assert "proved" in capsys.readouterr().out
 
 
+def test_cli_resumes_a_run_cut_short(tmp_path, taso_rules, capsys):
+    rs = RuleSet([taso_rules.rules[i] for i in (0, 69)] + FALSE_RULES[1:2], name="mini")
+    src, out = tmp_path / "mini.json", tmp_path / "out.json.gz"
+    rs.save(src)
+    assert main([str(src), "--json", "--output", str(out), "--resume"]) == 0
+    first = load(out)
+    assert [r.status for r in first] == ["proved", "proved", "refuted"]
+    # cut short: the second rule has no record yet, the first one's is stale
+    first.rules[1].verification = {}
+    first.rules[0].verification["axioms_hash"] = "stale"
+    first.save(out)
+    capsys.readouterr()
+    assert main([str(src), "--json", "--output", str(out), "--resume"]) == 0
+    assert "1 rules keep their current records, 2 to prove" in capsys.readouterr().err
+    again = load(out)
+    assert [r.status for r in again] == ["proved", "proved", "refuted"]
+    assert again.rules[0].verification["axioms_hash"] != "stale"
+    assert again.rules[2].verification == first.rules[2].verification  # kept as it was
+    # an output of other rules is refused, and left alone
+    RuleSet(taso_rules.rules[:1], name="other").save(out)
+    assert main([str(src), "--output", str(out), "--resume"]) == 2
+    assert "holds other rules than RULES" in capsys.readouterr().err
+    assert len(load(out).rules) == 1
+
+
+def test_records_are_saved_as_they_come(tmp_path, taso_rules):
+    from taso.verifier.cli import checkpoints
+    rs = RuleSet([taso_rules.rules[0]] + FALSE_RULES[1:2], name="mini")
+    out = tmp_path / "out.json"
+    seen = []
+    on_done = checkpoints(rs.rules, rs, out, lambda i, rec: seen.append(
+        [r.status for r in load(out)] if out.exists() else None), every=0.0)
+    verify_rules(rs.rules, timeout=5, workers=1, on_done=on_done)
+    assert seen[0] is None  # saved after each record is told
+    assert [r.status for r in load(out)] == ["proved", "refuted"]
+
+
 def test_cli_names_bad_input_in_one_line(tmp_path, taso_rules, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

@@ -6,7 +6,9 @@ rule set: to --output if given (it may be RULES itself, for in place), else to
 a new file beside RULES named <stem>.verified.json.
 
 SIGINT and SIGTERM end the workers and exit with 130 and 143 (128 + the
-signal's number), with one line on stderr; the output is not written.
+signal's number), with one line on stderr; the output is not written, except
+with --resume, which saves the records so far to the output every minute and,
+run again, proves only the rules still without a current record there.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 
 import z3
-from taso.rules_db import load
+from taso.rules_db import RuleSet, load
 
 from taso.cli import (
     Parser,
@@ -32,8 +34,12 @@ from taso.cli import (
 )
 from taso.executor import EXECUTORS, ExecutorError
 
+from .record import record_digest
 from .report import axiom_report, format_axiom_report
 from .run import apply_records, verify_rules
+
+# Seconds between two saves of the records so far (--resume).
+CHECKPOINT = 60.0
 
 
 def _progress(total: int, line: StatusLine):
@@ -54,6 +60,45 @@ def _steps(what: str, line: StatusLine):
     def on_done(n: int, total: int) -> None:
         line.show(f"{what}: {n}/{total}", last=n == total)
     return on_done
+
+
+def settled(record: dict) -> bool:
+    """A record a resumed run keeps: proved or refuted, and made under today's
+    axioms and encoding."""
+    return record.get("status") in ("proved", "refuted") and \
+        record.get("axioms_hash") == record_digest(record)
+
+
+def resumed(rs: RuleSet, earlier: RuleSet) -> set[str]:
+    """Ids of the rules of `rs` whose record in `earlier` (the output of a run
+    cut short) is settled; those records are copied into `rs`. `earlier` must
+    hold the same rules, records aside."""
+    def bare(r) -> str:
+        return json.dumps({**r.to_json(), "verification": None}, sort_keys=True)
+    if [bare(r) for r in earlier.rules] != [bare(r) for r in rs.rules]:
+        raise ValueError("the output holds other rules than RULES; remove it or choose "
+                         "another --output")
+    kept = set()
+    for r, e in zip(rs.rules, earlier.rules):
+        if settled(e.verification):
+            r.verification = dict(e.verification)
+            kept.add(r.id)
+    return kept
+
+
+def checkpoints(todo: list, rs: RuleSet, out: Path, on_done=None, every: float = CHECKPOINT):
+    """An on_done that also writes each record into its rule and saves `rs` to
+    `out` once `every` seconds have passed since the last save (atomic)."""
+    last = [time.monotonic()]
+
+    def done(idx: int, rec: dict) -> None:
+        todo[idx].verification = dict(rec)
+        if on_done:
+            on_done(idx, rec)
+        if time.monotonic() - last[0] >= every:
+            rs.save(out)
+            last[0] = time.monotonic()
+    return done
 
 
 def summary(rules, wall: float) -> dict:
@@ -104,6 +149,11 @@ def _main(argv: list[str] | None, run: Run) -> int:
                          "slowest rules, axioms by use, each refuted rule's counterexample")
     ap.add_argument("--axiom-report", action="store_true",
                     help="also report axioms no proof used and axioms the others imply")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the current records the output already holds (or RULES, "
+                         "when the output does not exist yet), prove only the other rules, "
+                         "and save the records so far to the output every minute: a long "
+                         "run can be stopped and continued")
     args = ap.parse_args(argv)
     check_number(ap, "--timeout", args.timeout)
     check_workers(ap, args.workers)
@@ -122,13 +172,24 @@ def _main(argv: list[str] | None, run: Run) -> int:
     if not args.json:
         run.line = StatusLine()
     workers = args.workers if args.workers or args.executor == "ray" else 2
+    todo = list(rs.rules)
+    on_done = run.line and _progress(len(todo), run.line)
+    if args.resume:
+        try:
+            kept = resumed(rs, load(out) if out.exists() else rs)
+        except ValueError as e:
+            return run.fail(f"--resume: {e}")
+        todo = [r for r in rs.rules if r.id not in kept]
+        print(f"resuming: {len(kept)} rules keep their current records, {len(todo)} to prove",
+              file=sys.stderr)
+        on_done = checkpoints(todo, rs, out, on_done)
+        run.what = f"{out} holds the records saved so far; run again with --resume"
     try:
-        records = verify_rules(rs.rules, args.timeout, workers,
-                               on_done=run.line and _progress(len(rs.rules), run.line),
+        records = verify_rules(todo, args.timeout, workers, on_done=on_done,
                                executor=args.executor, address=args.address)
     except ExecutorError as e:
         return run.fail(str(e))
-    apply_records(rs.rules, records)
+    apply_records(todo, records)
     try:
         rs.save(out)  # atomic: an interruption leaves what was there
     except OSError as e:
