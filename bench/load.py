@@ -80,7 +80,11 @@ def search(name: str, cache: Path, small: bool = False) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     model.save()
     d = report.to_json()
+    # The last round's passes: its prices are the ones the candidate was chosen
+    # on (a round's winner's keys, and the original's keys it replaces, are
+    # timed again between rounds).
     passes = [p for p in d["pass_reports"] if p["name"] in ("search", "joined")]
+    passes = [p for p in passes if p["round"] == passes[-1]["round"]]
     before = passes[0]["cost_before"] if passes else d["cost_before"]
     after = passes[-1]["cost_after"] if passes else d["cost_after"]
     timed = d.get("timed") or {}

@@ -17,8 +17,8 @@ of the original graph, in one batch; then, for the graphs the search meets,
 keys missing from the cache are first priced by the analytic model (scaled by
 what the measured keys of the same operators cost against it) and only the
 keys of each round's winner are timed (`confirm`), in one batch with the
-original's keys the winner replaces, timed again; where that moved a cost,
-the search runs again on the measured costs. A cached entry out of
+original's keys the winner replaces, timed again and scaled to their prices;
+where that moved a cost, the search runs again on the measured costs. A cached entry out of
 calibration is carried (rescaled) unless a decision rests on it and the
 machine is quieter now than when it was timed; then it is timed again.
 
@@ -36,7 +36,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
 from typing import Any, NamedTuple
 
@@ -80,6 +80,9 @@ OVERHEAD_KEY = ("run-overhead",)
 MOVED = 0.05
 # Keys of a searched model are timed to this fraction of its cost at least.
 PRECISION = 0.002
+# The original's keys a winner replaces timed again beside its new ones: the
+# dearest this many (`_rivals_of`).
+RIVALS = 8
 
 
 class Timed(NamedTuple):
@@ -142,8 +145,8 @@ class MeasuredCostModel(CostModel):
         self.searching = False
         self._guessed: dict[Any, tuple] = {}
         self._doubted: dict[Any, tuple] = {}
-        # The searched graph's timed keys not yet timed again beside a winner's
-        # (`_confirm`), and the keys the device could not time at all.
+        # The searched graph's keys (`_rivals_of`), and the keys the device
+        # could not time at all.
         self._rivals: dict[Any, tuple] = {}
         self._untimable: set[Any] = set()
         # Per operator (or chain) label, the timed units' (estimate, measured over
@@ -459,14 +462,18 @@ class MeasuredCostModel(CostModel):
         self._memo[key] = ms
         return ms
 
-    def _measure(self, units: Sequence[tuple[Any, tuple]], beside: Collection[Any] = ()
-                 ) -> None:
+    def _measure(self, units: Sequence[tuple[Any, tuple]],
+                 beside: Mapping[Any, tuple] | None = None) -> None:
         """Time `units` (key, what) as one batch; their prices into the memo
         and the cache (the analytic model's where the device cannot run one).
-        `beside`: the keys among them timed again only to be beside the others."""
+        `beside`: priced keys (key: what) timed again in the same batch, whose
+        prices stay: the units' timings are scaled by the prices of these over
+        their timings now (`_scale_beside`)."""
         units = list(dict(units).items())  # each key once
         if not units:
             return
+        rivals = [(k, w) for k, w in (beside or {}).items() if k not in dict(units)]
+        timed = units + rivals
         start = time.perf_counter()
         done = [0]
 
@@ -474,14 +481,15 @@ class MeasuredCostModel(CostModel):
             done[0] += 1
             if self.progress is not None:
                 spent = time.perf_counter() - start
-                self.progress(done[0], len(units), spent / done[0] * (len(units) - done[0]))
+                self.progress(done[0], len(timed), spent / done[0] * (len(timed) - done[0]))
         try:
-            results = self.time_units([what for _, what in units], tick)
+            results = self.time_units([what for _, what in timed], tick)
         finally:
             self.measure_seconds += time.perf_counter() - start
         if results and isinstance(results[-1], Timed) and results[-1].cal:
             self._take_reading(results[-1].cal)
         quiet = self.quiet()
+        scale = self._scale_beside(rivals, results[len(units):], quiet)
         for (key, what), r in zip(units, results):
             self._guessed.pop(key, None)
             was_doubted = self._doubted.pop(key, None) is not None
@@ -491,15 +499,31 @@ class MeasuredCostModel(CostModel):
                 self.counts["fallback"] += 1
                 continue
             self.measured += 1
-            self.counts["beside" if key in beside else
-                        "remeasured" if was_doubted else "measured"] += 1
-            # A key timed again beside a winner serves this decision only: the
-            # cache keeps its quieter timing.
-            if self.cache is not None and key not in beside:
-                self.cache.put(self.name, self.device, key, r.ms, r.cal, r.half, r.reps)
-            ms = r.ms * carry(r.cal, quiet, r.ms)
+            self.counts["remeasured" if was_doubted else "measured"] += 1
+            if self.cache is not None:
+                self.cache.put(self.name, self.device, key, r.ms * scale, r.cal,
+                               None if r.half is None else r.half * scale, r.reps)
+            ms = r.ms * carry(r.cal, quiet, r.ms) * scale
             self._memo[key] = ms
             self._learn(what, ms)
+
+    def _scale_beside(self, rivals: list[tuple[Any, tuple]],
+                      results: Sequence[Timed | Exception], quiet: Reading | None) -> float:
+        """What the units of a batch are scaled by: the prices of the keys timed
+        beside them (`rivals`, priced earlier in another batch) over their
+        timings in this one; 1 where none was timed. A key's timing depends on
+        its batch (the neighbours its runs alternate with): 8 keys timed apart
+        from the rest of their model read 15% low, and a winner's few new keys,
+        timed in a small batch of their own, looked cheaper than the keys of the
+        original they replace, timed in one large batch."""
+        had = now = 0.0
+        for (key, _), r in zip(rivals, results):
+            if isinstance(r, Timed):
+                self.measured += 1
+                self.counts["beside"] += 1
+                had += self._memo[key]
+                now += r.ms * carry(r.cal, quiet, r.ms)
+        return had / now if had > 0 and now > 0 else 1.0
 
     def _learn(self, what: tuple, ms: float) -> None:
         """Take a timed (or cached) unit's price into what guesses are scaled by."""
@@ -559,9 +583,11 @@ class MeasuredCostModel(CostModel):
         """Time the guessed and doubted keys of `graph`. Where there are any, the
         keys of the searched graph that `graph` no longer has (its rivals: what
         the decision compares them with) are timed again in the same batch,
-        once each: a load the reference programs do not see (this Intel VM's
-        hardly slow beside a busy core) then weighs on both sides alike, so
-        their ratio holds where their absolute times do not."""
+        and the new timings scaled by the rivals' prices over their timings
+        now: what the batch does to timings, and a load that the reference
+        programs do not see (this Intel VM's hardly slow beside a busy core),
+        then weigh on both sides alike, and the ratio of new keys to rivals
+        is the one measured side by side."""
         pending: dict[Any, tuple] = {}
         before: dict[Any, float] = {}
         for _, unit in self._units(graph):
@@ -578,15 +604,15 @@ class MeasuredCostModel(CostModel):
             if key in self._guessed or key in self._doubted:
                 before[key] = self._memo.pop(key)
                 pending[key] = what
-        beside = []
-        if pending and self._rivals:
-            kept = {unit[0] for _, unit in self._units(graph) if unit is not None}
-            beside = [k for k in self._rivals if k not in kept and k in self._memo]
-            for k in beside:
-                before[k] = self._memo.pop(k)
-                pending[k] = self._rivals.pop(k)
-        self._measure(list(pending.items()), beside)
+        self._measure(list(pending.items()), self._rivals_of(graph) if pending else None)
         return any(abs(self._memo[k] - ms) > MOVED * ms for k, ms in before.items())
+
+    def _rivals_of(self, graph: Graph) -> dict[Any, tuple]:
+        """The searched graph's priced keys that `graph` no longer has, the
+        RIVALS dearest: what a decision weighs `graph`'s new keys against."""
+        kept = {unit[0] for _, unit in self._units(graph) if unit is not None}
+        gone = [k for k in self._rivals if k not in kept and self._memo.get(k)]
+        return {k: self._rivals[k] for k in sorted(gone, key=lambda k: -self._memo[k])[:RIVALS]}
 
     def _analytic_price(self, what: tuple) -> tuple[str, float]:
         """A unit's label (its operators) and the analytic model's price of it."""
