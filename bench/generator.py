@@ -56,12 +56,16 @@ def main() -> None:
     ap.add_argument("--from-spill", default=None, metavar="DIR",
                     help="only prune the kept bucket files of an enumeration of these "
                          "settings (a run cut short while pruning); no round figures")
+    ap.add_argument("--checkpoint", default=None, metavar="DIR",
+                    help="with --from-spill: keep each bucket's pruning here, and go on "
+                         "from what is kept (a prune cut short)")
     args = ap.parse_args()
     cfg = GenConfig(max_ops=args.max_ops, seed=args.seed)
     t0 = time.perf_counter()
     shown = Progress(cfg.max_ops, StatusLine(plain_interval=60))
     if args.from_spill:
-        rules, rep = prune_spilled(cfg, args.from_spill, args.workers, shown.pruning)
+        rules, rep = prune_spilled(cfg, args.from_spill, args.workers, shown.pruning,
+                                   args.checkpoint)
     else:
         rules, rep = generate(cfg, workers=args.workers, spill_dir=args.spill_dir,
                               progress=shown, prune_progress=shown.pruning)

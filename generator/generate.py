@@ -11,6 +11,7 @@ from taso.rules_db import RuleSet
 
 from taso.executor import Executor, make_executor
 
+from .checkpoint import PruneCheckpoint
 from .enumerate import Enumeration, RoundStats, enumerate_graphs
 from .family import GenConfig
 from .prune import PruneProgress, Stages, prune
@@ -70,15 +71,18 @@ def generate(cfg: GenConfig, workers: int | None = None,
 
 
 def prune_spilled(cfg: GenConfig, folder: str, workers: int | None = None,
-                  progress: PruneProgress | None = None) -> tuple[RuleSet, Report]:
+                  progress: PruneProgress | None = None, checkpoint: str | None = None
+                  ) -> tuple[RuleSet, Report]:
     """The rule set of a finished enumeration of `cfg` kept in spill `folder`
     (a run cut short while pruning: its bucket files, linked elsewhere before
     the run removed them), pruned on `workers` local processes. The folder is
-    read, never changed; the report has no rounds."""
+    read, never changed; the report has no rounds. With a `checkpoint` folder,
+    each bucket's result is kept there, and a run cut short goes on from it."""
     ex = make_executor("local", workers)
     try:
         t0 = time.perf_counter()
-        rules, stages = prune(Enumeration(cfg, ClassStore.reopen(folder)), ex, progress)
+        kept = None if checkpoint is None else PruneCheckpoint(checkpoint, cfg)
+        rules, stages = prune(Enumeration(cfg, ClassStore.reopen(folder)), ex, progress, kept)
     except BaseException:
         ex.abort()
         raise

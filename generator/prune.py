@@ -38,6 +38,7 @@ from taso.executor import Executor, SerialExecutor
 from taso.ops import OPS
 from taso.stablehash import node_hash, output_hash
 
+from .checkpoint import PruneCheckpoint
 from .enumerate import (
     Enumeration,
     TaskContext,
@@ -298,13 +299,16 @@ PruneProgress = Callable[[str, int, int], None]
 
 
 def prune(enum: Enumeration, executor: Executor | None = None,
-          progress: PruneProgress | None = None) -> tuple[list[Rule], Stages]:
+          progress: PruneProgress | None = None, checkpoint: PruneCheckpoint | None = None
+          ) -> tuple[list[Rule], Stages]:
     """The generated rule set (deterministic for a given configuration) and the
-    count left after each stage; `progress` hears of each task done."""
+    count left after each stage; `progress` hears of each task done. With a
+    `checkpoint` (spilled classes only), each bucket's result is kept there as
+    it arrives, and a bucket already kept there is not pruned again."""
     own = executor is None
     ex = executor or SerialExecutor()
     try:
-        return _prune(enum, ex, progress or (lambda *_: None))
+        return _prune(enum, ex, progress or (lambda *_: None), checkpoint)
     finally:
         if own:
             ex.close()
@@ -318,8 +322,21 @@ def _counted(results: Iterable, stage: str, total: int, progress: PruneProgress)
         progress(stage, done, total)
 
 
-def _prune(enum: Enumeration, ex: Executor, progress: PruneProgress
-           ) -> tuple[list[Rule], Stages]:
+def _bucket_results(tasks: list[SpillBucket], ex: Executor, ctx: TaskContext,
+                    checkpoint: PruneCheckpoint) -> Iterator[tuple[list[int], list[tuple]]]:
+    """Each bucket's result in bucket order: from the checkpoint where kept
+    there, else pruned now (and kept)."""
+    kept = [checkpoint.get(t.path) for t in tasks]
+    fresh = ex.map(_pairs_of_classes, [t for t, k in zip(tasks, kept) if k is None], ctx)
+    for t, k in zip(tasks, kept):
+        if k is None:
+            k = next(fresh)
+            checkpoint.put(t.path, k)
+        yield k
+
+
+def _prune(enum: Enumeration, ex: Executor, progress: PruneProgress,
+           checkpoint: PruneCheckpoint | None = None) -> tuple[list[Rule], Stages]:
     inputs = family_digests(enum)
     ctx = TaskContext.of(enum.cfg)
     st = Stages()
@@ -332,9 +349,12 @@ def _prune(enum: Enumeration, ex: Executor, progress: PruneProgress
     else:
         classes = [c for bucket in enum.classes.groups() for c in class_members(bucket, inputs)]
         tasks = _batches(classes, 200)
+    if checkpoint is not None and enum.classes.spilled:
+        results = _bucket_results(tasks, ex, ctx, checkpoint)
+    else:
+        results = ex.map(_pairs_of_classes, tasks, ctx)
     seq = 0
-    for counts, out in _counted(ex.map(_pairs_of_classes, tasks, ctx), "classes", len(tasks),
-                                progress):
+    for counts, out in _counted(results, "classes", len(tasks), progress):
         st.raw += counts[0]
         st.common_subgraph += counts[1]
         st.implied += counts[2]

@@ -319,6 +319,32 @@ def test_a_kept_spill_folder_prunes_to_the_same_rules(tmp_path):
         assert told == [(k, total) for k in range(total + 1)]
     assert heard[0] == ("classes", 0, len(store.bucket_files()))
     assert rep.stages.general == len(whole) > 0
+    # kept per bucket as it is pruned; a run cut short goes on from what is kept
+    kept = tmp_path / "kept"
+    first, _ = prune_spilled(cfg, folder, workers=1, checkpoint=str(kept))
+    done = sorted(kept.glob("bucket-*.json.gz"))
+    assert len(done) == len(store.bucket_files()) > 1
+    done[0].unlink()  # as if cut short before the first bucket was kept
+    heard.clear()
+    again, _ = prune_spilled(cfg, folder, workers=1, checkpoint=str(kept),
+                             progress=lambda *told: heard.append(told))
+    for got in (first, again):
+        assert json.dumps(got.to_json()) == json.dumps(whole.to_json())
+    # what is kept reads back as the task gave it: forms, orders, rules, graphs
+    from taso.generator.checkpoint import PruneCheckpoint
+    from taso.generator.enumerate import TaskContext
+    from taso.generator.prune import _pairs_of_classes
+
+    def plain(result):
+        counts, out = result
+        return counts, [(rank, key, tuple(order), rule.to_json(), a, b, vectors)
+                        for rank, (key, order, rule, a, b), vectors in out]
+    bucket = store.bucket_files()[-1]
+    fresh = _pairs_of_classes(TaskContext.of(cfg), bucket)
+    assert fresh[1] and plain(PruneCheckpoint(kept, cfg).get(bucket.path)) == plain(fresh)
+    with pytest.raises(ValueError, match="pruning of another enumeration"):
+        prune_spilled(GenConfig(max_ops=2, ops=("ewadd", "relu"), family=tuple(M[:3])),
+                      folder, workers=1, checkpoint=str(kept))
     files = sorted(p.name for p in store.spill_folder.iterdir())
     assert "nodes.json" in files and len(files) > 2  # read, never removed
     store.close()
