@@ -14,20 +14,14 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from taso.rules_db import Rule
 
 from .family import GenConfig
-from .store import Member
+from .store import Member, _tuples
 
 FORMAT = "taso-prune-checkpoint"
 VERSION = 1
-
-
-def _tuples(v: Any) -> Any:
-    """JSON's lists back into the tuples they were written from."""
-    return tuple(_tuples(u) for u in v) if isinstance(v, list) else v
 
 
 def _plain(m: Member) -> list:
@@ -52,6 +46,10 @@ class PruneCheckpoint:
 
     def _path(self, bucket: str) -> Path:
         return self.folder / (Path(bucket).stem + ".json.gz")
+
+    def has(self, bucket: str) -> bool:
+        """Whether the result of pruning bucket file `bucket` is kept."""
+        return self._path(bucket).exists()
 
     def get(self, bucket: str) -> tuple[list[int], list[tuple]] | None:
         """The kept result of pruning bucket file `bucket`, or None."""

@@ -325,14 +325,17 @@ def _counted(results: Iterable, stage: str, total: int, progress: PruneProgress)
 def _bucket_results(tasks: list[SpillBucket], ex: Executor, ctx: TaskContext,
                     checkpoint: PruneCheckpoint) -> Iterator[tuple[list[int], list[tuple]]]:
     """Each bucket's result in bucket order: from the checkpoint where kept
-    there, else pruned now (and kept)."""
-    kept = [checkpoint.get(t.path) for t in tasks]
-    fresh = ex.map(_pairs_of_classes, [t for t, k in zip(tasks, kept) if k is None], ctx)
+    there (read when its turn comes: a bucket's candidates take some 700 MB
+    in memory), else pruned now (and kept)."""
+    kept = [checkpoint.has(t.path) for t in tasks]
+    fresh = ex.map(_pairs_of_classes, [t for t, k in zip(tasks, kept) if not k], ctx)
     for t, k in zip(tasks, kept):
-        if k is None:
-            k = next(fresh)
-            checkpoint.put(t.path, k)
-        yield k
+        if k:
+            yield checkpoint.get(t.path)
+        else:
+            result = next(fresh)
+            checkpoint.put(t.path, result)
+            yield result
 
 
 def _prune(enum: Enumeration, ex: Executor, progress: PruneProgress,
@@ -345,7 +348,7 @@ def _prune(enum: Enumeration, ex: Executor, progress: PruneProgress,
     kept_by: dict[tuple, tuple] = {}
     ranks: dict[tuple, list[set]] = {}
     if enum.classes.spilled:  # each task reads its bucket from the spill folder
-        tasks: list = list(enum.classes.bucket_files())
+        tasks: list = enum.classes.bucket_files()
     else:
         classes = [c for bucket in enum.classes.groups() for c in class_members(bucket, inputs)]
         tasks = _batches(classes, 200)

@@ -34,7 +34,7 @@ from taso.cli import (
 )
 from taso.executor import EXECUTORS, ExecutorError
 
-from .record import record_digest
+from .record import is_settled
 from .report import axiom_report, format_axiom_report
 from .run import apply_records, verify_rules
 
@@ -62,13 +62,6 @@ def _steps(what: str, line: StatusLine):
     return on_done
 
 
-def settled(record: dict) -> bool:
-    """A record a resumed run keeps: proved or refuted, and made under today's
-    axioms and encoding."""
-    return record.get("status") in ("proved", "refuted") and \
-        record.get("axioms_hash") == record_digest(record)
-
-
 def resumed(rs: RuleSet, earlier: RuleSet) -> set[str]:
     """Ids of the rules of `rs` whose record in `earlier` (the output of a run
     cut short) is settled; those records are copied into `rs`. `earlier` must
@@ -80,7 +73,7 @@ def resumed(rs: RuleSet, earlier: RuleSet) -> set[str]:
                          "another --output")
     kept = set()
     for r, e in zip(rs.rules, earlier.rules):
-        if settled(e.verification):
+        if is_settled(e.verification):
             r.verification = dict(e.verification)
             kept.add(r.id)
     return kept
@@ -173,7 +166,6 @@ def _main(argv: list[str] | None, run: Run) -> int:
         run.line = StatusLine()
     workers = args.workers if args.workers or args.executor == "ray" else 2
     todo = list(rs.rules)
-    on_done = run.line and _progress(len(todo), run.line)
     if args.resume:
         try:
             kept = resumed(rs, load(out) if out.exists() else rs)
@@ -182,6 +174,8 @@ def _main(argv: list[str] | None, run: Run) -> int:
         todo = [r for r in rs.rules if r.id not in kept]
         print(f"resuming: {len(kept)} rules keep their current records, {len(todo)} to prove",
               file=sys.stderr)
+    on_done = run.line and _progress(len(todo), run.line)
+    if args.resume:
         on_done = checkpoints(todo, rs, out, on_done)
         run.what = f"{out} holds the records saved so far; run again with --resume"
     try:

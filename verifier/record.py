@@ -74,3 +74,10 @@ def record_digest(record: dict[str, Any]) -> str:
 def is_current(record: dict[str, Any]) -> bool:
     """Whether a "proved" record's axioms and encoding are today's."""
     return record.get("status") == "proved" and record.get("axioms_hash") == record_digest(record)
+
+
+def is_settled(record: dict[str, Any]) -> bool:
+    """Whether a record need not be made again: proved or refuted, under
+    today's axioms and encoding."""
+    return record.get("status") in ("proved", "refuted") and \
+        record.get("axioms_hash") == record_digest(record)
