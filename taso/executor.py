@@ -106,19 +106,25 @@ _END = object()
 
 def _ordered(submit: Callable[[Any], Any], wait: Callable[[Any], Any], items: Iterable[Any],
              window: int) -> Iterator[Any]:
-    """Submit items keeping at most `window` in flight; yield results in order."""
+    """Submit items keeping at most `window` in flight; results in order. The
+    first window is submitted now, not at the first `next`, so the workers
+    start while the caller still works on something else (a resumed prune
+    reads its kept buckets first)."""
     it = iter(items)
     pending: deque = deque()
     for item in it:
         pending.append(submit(item))
         if len(pending) >= window:
             break
-    while pending:
-        head = pending.popleft()
-        nxt = next(it, _END)
-        if nxt is not _END:
-            pending.append(submit(nxt))
-        yield wait(head)
+
+    def results() -> Iterator[Any]:
+        while pending:
+            head = pending.popleft()
+            nxt = next(it, _END)
+            if nxt is not _END:
+                pending.append(submit(nxt))
+            yield wait(head)
+    return results()
 
 
 # ---- executors -----------------------------------------------------------------------------

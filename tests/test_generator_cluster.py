@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,27 @@ def test_spawned_pool_gives_the_serial_rules():
     finally:
         ex.close()
     _assert_same_rules(serial, spawned)
+
+
+def _touch(folder, name):
+    Path(folder, name).write_text("done")
+    return name
+
+
+def test_pool_map_starts_work_before_its_first_result_is_asked_for(tmp_path):
+    # A resumed prune reads kept buckets for minutes before it asks for the
+    # first fresh one: the workers must be busy meanwhile, not wait for it.
+    ex = LocalExecutor(2)
+    try:
+        results = ex.map(_touch, ["a", "b"], str(tmp_path))
+        for _ in range(600):
+            if {p.name for p in tmp_path.iterdir()} == {"a", "b"}:
+                break
+            time.sleep(0.05)
+        assert {p.name for p in tmp_path.iterdir()} == {"a", "b"}
+        assert list(results) == ["a", "b"]
+    finally:
+        ex.close()
 
 
 def test_tasks_carry_an_operator_registered_after_import(tmp_path):
