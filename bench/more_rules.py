@@ -35,7 +35,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def rule_sets() -> dict[str, list[Path]]:
     base = default_rule_files()
     return {"default": base,
-            "n4": [p for p in base if p.name != "generated.json"] + [SHIPPED / "generated4.json"],
+            "n4": [*(p for p in base if p.name != "generated.json"),
+                   SHIPPED / "generated4.json.gz"],
             "transformer": [*base, SHIPPED / "transformer.json"]}
 
 

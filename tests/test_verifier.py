@@ -264,3 +264,46 @@ def test_proved_rules_survive_the_numeric_check():
     # a proof from a false axiom would show up here as a counterexample
     for r in load(TASO_PB).rules:
         assert refute(r, seeds=6) is None, r.id
+
+
+# ---- which axioms a proof is given --------------------------------------------------
+def _reachable(ops, axioms):
+    """The fixed point `relevant` computes, read afresh from the axioms' terms."""
+    from taso.verifier.prove import trigger_ops
+
+    have, chosen = set(ops), []
+    grew = True
+    while grew:
+        grew = False
+        for ax in axioms:
+            if ax not in chosen and any(need <= have for need in trigger_ops(ax)):
+                chosen.append(ax)
+                have |= ax.ops()
+                grew = True
+    return [a.name for a in chosen]
+
+
+def test_relevant_axioms_are_the_reachable_ones_in_the_same_order():
+    # The solver sees axioms in this order: the cached tables must not change it.
+    from taso.verifier.axioms import AXIOMS
+    from taso.verifier.prove import encoding, relevant
+
+    enc = encoding()
+    for r in load(SHIPPED / "taso.json").rules[:60]:
+        ops = enc.rule(r)[2]
+        assert [a.name for a in relevant(ops)] == _reachable(ops, AXIOMS), r.id
+    fewer = [a for a in AXIOMS if "concat" not in a.name]  # another list, another table
+    ops = {"concat", "split", "matmul"}
+    assert [a.name for a in relevant(ops, fewer)] == _reachable(ops, fewer)
+    assert [a.name for a in relevant(ops)] == _reachable(ops, AXIOMS)
+
+
+def test_relevant_sees_an_axiom_list_that_grew():
+    from taso.verifier.axioms import AXIOMS
+    from taso.verifier.prove import relevant
+
+    grown = [a for a in AXIOMS if a.name != "ewadd-operands"]
+    before = [a.name for a in relevant({"ewadd"}, grown)]
+    grown.append(next(a for a in AXIOMS if a.name == "ewadd-operands"))
+    after = [a.name for a in relevant({"ewadd"}, grown)]
+    assert "ewadd-operands" not in before and after == before + ["ewadd-operands"]
