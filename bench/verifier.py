@@ -27,7 +27,7 @@ def bench(path: Path, timeout: float, workers: int) -> dict:
     counts = {k: sum(r["status"] == k for r in recs) for k in ("proved", "refuted", "unknown")}
     secs = [r["seconds"] or timeout for r in recs]
     slow = max(range(len(recs)), key=lambda i: secs[i]) if recs else None
-    return {"set": str(path), "rules": len(rules), **counts, "wall_seconds": round(wall, 2),
+    return {"set": path.name, "rules": len(rules), **counts, "wall_seconds": round(wall, 2),
             "solver_seconds": round(sum(secs), 2),
             "slowest": None if slow is None else [rules[slow].id, secs[slow]],
             "unknown_ids": [r.id for r, rec in zip(rules, recs) if rec["status"] == "unknown"]}
