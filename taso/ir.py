@@ -337,6 +337,34 @@ class Graph:
         g.output_dim_params = dict(self.output_dim_params)
         return g
 
+    def deduplicated(self) -> Graph:
+        """A copy in which nodes that compute the same value (the same operator
+        and attributes on the same inputs) are one, their consumers reading the
+        first: the graph as a runtime's common-subexpression elimination leaves
+        it (onnxruntime's, at every optimization level). Ids are kept; a node
+        that is a graph output or opaque (an ONNX operator taso does not know,
+        perhaps a random one) stays itself."""
+        outputs = {p for p, _ in self.outputs}
+        first: dict[tuple, int] = {}
+        same: dict[int, int] = {}
+        g = Graph()
+        for n in self.topo_order():
+            inputs = tuple((same.get(p, p), i) for p, i in n.inputs)
+            key = (n.op, n.attrs, inputs)
+            if n.op in SOURCES or n.op == "opaque" or n.id in outputs or key not in first:
+                if n.op not in SOURCES:
+                    first.setdefault(key, n.id)
+                g.nodes[n.id] = n if inputs == n.inputs else \
+                    Node(n.id, n.op, n.attrs, inputs, n.shapes, n.dtypes, n.name, n.data)
+            else:
+                same[n.id] = first[key]
+        g._next = self._next
+        g.outputs = list(self.outputs)
+        g.output_names = list(self.output_names)
+        g.dim_params = dict(self.dim_params)
+        g.output_dim_params = dict(self.output_dim_params)
+        return g
+
     def summary(self) -> str:
         counts: dict[str, int] = {}
         for n in self.nodes.values():

@@ -32,3 +32,15 @@ def graph_chain():
     y = g.conv2d(x, w, padding="same")
     g.mark_output(g.relu(y))
     return g
+
+
+def fan_out(relus: int):
+    """conv, then `relus` identical relus of it (a runtime's common-subexpression
+    elimination keeps one), read by three 1x1 convs."""
+    g = taso.new_graph()
+    x = g.new_input((1, 4, 8, 8))
+    c = g.conv2d(x, g.new_weight((4, 4, 3, 3)), padding="same")
+    r = [g.relu(c) for _ in range(relus)]
+    for i in range(3):
+        g.mark_output(g.conv2d(r[i % relus], g.new_weight((4, 4, 1, 1))))
+    return g

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cost_graphs import conv_block, merged_matmuls
+from cost_graphs import conv_block, fan_out, merged_matmuls
 from taso.optimizer.cost import get_cost_model
 from taso.optimizer.cost.measured import MeasuredCostModel, fusable_chains
 
@@ -94,6 +94,20 @@ def test_whole_model_prediction_adds_the_reorders_onnxruntime_inserts():
     timed = m.measured
     assert m.layout_ms(g) == layout and m.measured == timed  # each reorder timed once
     assert m.layout_ms(merged_matmuls()) == 0.0  # no convolution, no blocked layout
+
+
+@needs_export
+def test_identical_nodes_are_priced_once_as_onnxruntime_runs_them():
+    # onnxruntime merges the three relus and fuses the one left into the
+    # convolution: merging them in the graph saves nothing there.
+    from taso.optimizer.cost.ort import OrtCostModel
+
+    m = OrtCostModel(cache=False, threads=1, **FAST)
+    three, one = fan_out(3), fan_out(1)
+    assert m.graph_cost(three) == m.graph_cost(one)
+    assert [len(ids) for ids, _ in m.priced_units(three)] == [2, 1, 1, 1]  # conv+relu chain
+    m.merges = False  # as a device that runs each node prices it: all apart
+    assert [len(ids) for ids, _ in m.priced_units(three)] == [1] * 7
 
 
 def test_weight_copies_touch_what_the_model_touches():

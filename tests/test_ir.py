@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from cost_graphs import fan_out
 
 import taso
 
@@ -149,3 +150,31 @@ def test_hash_is_the_same_in_every_process():
                              env={**os.environ, "PYTHONHASHSEED": seed},
                              check=True).stdout.strip()
         assert out == here
+
+
+def test_deduplicated_computes_identical_nodes_once():
+    g = fan_out(3)
+    d = g.deduplicated()
+    relus = [n for n in d.nodes.values() if n.op == "relu"]
+    assert [n.op for n in g.nodes.values()].count("relu") == 3 and len(relus) == 1
+    # every consumer now reads the first relu; ids are the original graph's
+    readers = [n for n in d.nodes.values() if n.op == "conv2d" and n.inputs[0][0] != 0]
+    assert len(readers) == 3 and all(n.inputs[0] == (relus[0].id, 0) for n in readers)
+    assert set(d.nodes) <= set(g.nodes) and d.outputs == g.outputs
+    assert d.num_ops() == g.num_ops() - 2
+    feeds = g.random_inputs(seed=0)
+    for a, b in zip(g.evaluate(feeds), d.evaluate(feeds)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_deduplicated_keeps_outputs_weights_and_different_attributes_apart():
+    g = taso.new_graph()
+    x = g.new_input((2, 8))
+    w1, w2 = g.new_weight((8, 8)), g.new_weight((8, 8))  # distinct weights, same shape
+    a, b = g.matmul(x, w1), g.matmul(x, w2)
+    g.mark_output(g.relu(a))
+    g.mark_output(g.relu(a))  # two outputs: each stays a node of its own
+    g.mark_output(g.matmul(x, w1, activation="relu"))  # other attributes
+    g.mark_output(b)
+    d = g.deduplicated()
+    assert d.num_ops() == g.num_ops()

@@ -26,7 +26,9 @@ A device that fuses (onnxruntime folds a normalization, a bias, a residual add
 and an activation into the convolution or product before them) is costed in
 `graph_cost` by chains, not nodes: a contraction with the chain of elementwise
 nodes that each solely consume the one before is timed as one program, so
-whatever the runtime fuses of it is measured as fused.
+whatever the runtime fuses of it is measured as fused. A device that merges
+identical nodes (onnxruntime eliminates common subexpressions) is costed on
+the graph so merged: a rewrite that only does the same saves nothing there.
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ class MeasuredCostModel(CostModel):
         self.precision_ms = 0.0
 
     fuses = False  # whether graph_cost times fusable chains as one program
+    merges = False  # whether the device computes identical nodes once (`Graph.deduplicated`)
     # Whether whole-model predictions are scaled to the device's speed now
     # (`speed_now`); `last_speed` is the factor the last one used.
     recalibrate = True
@@ -339,6 +342,8 @@ class MeasuredCostModel(CostModel):
     def _units(self, graph: Graph) -> list[tuple[list[int], Unit | None]]:
         """The units `graph_cost` sums: the node ids of a node or a fused chain,
         and its key and timing (None: it costs nothing)."""
+        if self.merges:
+            graph = graph.deduplicated()
         live, const = graph.live(), graph.constant_nodes()
         chained: dict[int, list[int]] = {}
         if self.fuses:

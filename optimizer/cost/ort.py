@@ -259,6 +259,10 @@ class OrtCostModel(MeasuredCostModel):
 
     name = "ort"
     fuses = True
+    # NasNet-A's stem feeds one batch normalization to five identical relus;
+    # onnxruntime runs one (fused into the convolution), and a search that
+    # merged them was predicted 8% faster and measured the same.
+    merges = True
 
     def __init__(self, threads: int | None = None, warmup: int = 3, repeats: int = 10,
                  min_seconds: float = 0.02, cold_weights: bool = True,
