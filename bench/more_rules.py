@@ -2,6 +2,7 @@
 
     python bench/more_rules.py [--models bert_base,nasrnn] [--sets default,n4,transformer]
                                [--cost-cache FILE] [--no-measured] [--out bench/results]
+                               [--name more_rules]
 
 Sets: "default" (the shipped defaults), "n4" (4-operator generated rules in place of
 the 3-operator ones), "transformer" (the defaults plus the transformer set). For
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-cache", default=None, help="ort cost cache (default: user cache)")
     p.add_argument("--no-measured", action="store_true", help="the analytic model only")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--name", default="more_rules",
+                   help="file names under --out: NAME.json and NAME.md")
     args = p.parse_args(argv)
     sets = rule_sets()
     chosen = [s for s in args.sets.split(",") if s]
@@ -120,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(markdown([row]).splitlines()[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "more_rules.json").write_text(json.dumps(rows, indent=1))
-    (args.out / "more_rules.md").write_text(
+    (args.out / f"{args.name}.json").write_text(json.dumps(rows, indent=1))
+    (args.out / f"{args.name}.md").write_text(
         "# Do more rules help? (bench/more_rules.py)\n\n" + markdown(rows) + "\n")
     print(markdown(rows))
     return 0
