@@ -218,6 +218,26 @@ def test_records_are_saved_as_they_come(tmp_path, taso_rules):
     assert [r.status for r in load(out)] == ["proved", "refuted"]
 
 
+def test_a_slow_save_spaces_the_next_ones(tmp_path, taso_rules, monkeypatch):
+    # Saving 185k rules takes half a minute: saves wait ten times the last
+    # one's duration, so they never take more than a tenth of the driver.
+    import taso.verifier.cli as cli
+
+    rs = RuleSet(taso_rules.rules[:4], name="mini")
+    saves, now = [], [0.0]
+
+    def slow_save(path):
+        saves.append(now[0])
+        now[0] += 2.0  # a save takes two seconds
+    monkeypatch.setattr(rs, "save", slow_save)
+    monkeypatch.setattr(cli.time, "monotonic", lambda: now[0])
+    on_done = cli.checkpoints(rs.rules, rs, tmp_path / "out.json", every=1.0)
+    for t in range(40):
+        now[0] = max(now[0], float(t))
+        on_done(t % 4, {"status": "proved"})
+    assert saves[:2] == [1.0, 23.0] and all(b - a >= 20.0 for a, b in zip(saves, saves[1:]))
+
+
 def test_cli_names_bad_input_in_one_line(tmp_path, taso_rules, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
