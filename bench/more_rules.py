@@ -89,6 +89,13 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def write(out: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(rows, indent=1))
+    (out / f"{name}.md").write_text(
+        "# Do more rules help? (bench/more_rules.py)\n\n" + markdown(rows) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="", help="comma-separated names (default: all)")
@@ -124,10 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             row["new_fired"] = {k: v for k, v in fired.items() if k in new[s]}
             rows.append(row)
             print(markdown([row]).splitlines()[-1], flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(rows, indent=1))
-    (args.out / f"{args.name}.md").write_text(
-        "# Do more rules help? (bench/more_rules.py)\n\n" + markdown(rows) + "\n")
+            write(args.out, args.name, rows)  # after each row: a long run cut short keeps them
     print(markdown(rows))
     return 0
 
