@@ -295,6 +295,23 @@ def test_the_shipped_generated_set_is_what_taso_gen_writes():
     assert rep.stages.general == len(shipped.rules) == 4403
 
 
+@pytest.mark.slow
+def test_the_shipped_four_operator_set_is_verified_and_opt_in():
+    from taso.rules_db import DEFAULT_SETS, SHIPPED, load
+    from taso.verifier.record import is_current, is_settled
+
+    path = SHIPPED / "generated4.json.gz"
+    assert path.stat().st_size < 50 * 2**20  # what a wheel should carry
+    rs = load(path)  # parses and checks every rule
+    assert len(rs) > 4403 and rs.provenance["settings"]["max_ops"] == 4
+    by = {s: [r for r in rs if r.status == s] for s in ("proved", "refuted", "unknown")}
+    assert sum(map(len, by.values())) == len(rs)
+    assert all(is_current(r.verification) for r in by["proved"])  # from today's axioms
+    assert all(is_settled(r.verification) and r.verification.get("counterexample")
+               for r in by["refuted"])
+    assert path.name not in DEFAULT_SETS
+
+
 def test_a_kept_spill_folder_prunes_to_the_same_rules(tmp_path):
     # A 4-operator run cut short while pruning leaves its bucket files (linked
     # away); pruning them again gives the rules the whole run gives.
