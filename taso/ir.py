@@ -331,11 +331,7 @@ class Graph:
                                     tuple((remap[p], i) for p, i in n.inputs),
                                     n.shapes, n.dtypes, n.name, n.data)
             g._next += 1
-        g.outputs = [(remap[p], i) for p, i in self.outputs]
-        g.output_names = list(self.output_names)
-        g.dim_params = dict(self.dim_params)
-        g.output_dim_params = dict(self.output_dim_params)
-        return g
+        return self._with_io(g, [(remap[p], i) for p, i in self.outputs])
 
     def deduplicated(self) -> Graph:
         """A copy in which nodes that compute the same value (the same operator
@@ -351,15 +347,20 @@ class Graph:
         for n in self.topo_order():
             inputs = tuple((same.get(p, p), i) for p, i in n.inputs)
             key = (n.op, n.attrs, inputs)
-            if n.op in SOURCES or n.op == "opaque" or n.id in outputs or key not in first:
-                if n.op not in SOURCES:
-                    first.setdefault(key, n.id)
-                g.nodes[n.id] = n if inputs == n.inputs else \
-                    Node(n.id, n.op, n.attrs, inputs, n.shapes, n.dtypes, n.name, n.data)
-            else:
+            computed = n.op not in SOURCES
+            if computed and n.op != "opaque" and n.id not in outputs and key in first:
                 same[n.id] = first[key]
+                continue
+            if computed:
+                first.setdefault(key, n.id)
+            g.nodes[n.id] = n if inputs == n.inputs else \
+                Node(n.id, n.op, n.attrs, inputs, n.shapes, n.dtypes, n.name, n.data)
         g._next = self._next
-        g.outputs = list(self.outputs)
+        return self._with_io(g, list(self.outputs))
+
+    def _with_io(self, g: Graph, outputs: list[tuple[int, int]]) -> Graph:
+        """`g` given `outputs` and this graph's output names and symbolic dims."""
+        g.outputs = outputs
         g.output_names = list(self.output_names)
         g.dim_params = dict(self.dim_params)
         g.output_dim_params = dict(self.output_dim_params)
