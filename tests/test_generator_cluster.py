@@ -3,6 +3,7 @@ clusters for taso-gen and taso-verify (their results equal the local ones)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -148,23 +149,23 @@ def test_spawned_pool_gives_the_serial_rules():
     _assert_same_rules(serial, spawned)
 
 
-def _touch(folder, name):
-    Path(folder, name).write_text("done")
-    return name
-
-
 def test_pool_map_starts_work_before_its_first_result_is_asked_for(tmp_path):
     # A resumed prune reads kept buckets for minutes before it asks for the
     # first fresh one: the workers must be busy meanwhile, not wait for it.
+    # The task is shutil.copy(shared, item): a function of this module would not
+    # unpickle in a worker where pytest imported it under a name off sys.path.
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.write_text("done")
+    out.mkdir()
     ex = LocalExecutor(2)
     try:
-        results = ex.map(_touch, ["a", "b"], str(tmp_path))
+        results = ex.map(shutil.copy, [str(out / "a"), str(out / "b")], str(src))
         for _ in range(600):
-            if {p.name for p in tmp_path.iterdir()} == {"a", "b"}:
+            if {p.name for p in out.iterdir()} == {"a", "b"}:
                 break
             time.sleep(0.05)
-        assert {p.name for p in tmp_path.iterdir()} == {"a", "b"}
-        assert list(results) == ["a", "b"]
+        assert {p.name for p in out.iterdir()} == {"a", "b"}
+        assert list(results) == [str(out / "a"), str(out / "b")]
     finally:
         ex.close()
 

@@ -214,8 +214,9 @@ def test_records_are_saved_as_they_come(tmp_path, taso_rules):
     on_done = checkpoints(rs.rules, rs, out, lambda i, rec: seen.append(
         [r.status for r in load(out)] if out.exists() else None), every=0.0)
     verify_rules(rs.rules, timeout=5, workers=1, on_done=on_done)
-    assert seen[0] is None  # saved after each record is told
-    assert [r.status for r in load(out)] == ["proved", "refuted"]
+    # told first, then saved: the second record sees the first one's save (a
+    # later save may wait ten times the last one's duration; main saves at the end)
+    assert seen == [None, ["proved", None]]
 
 
 def test_a_slow_save_spaces_the_next_ones(tmp_path, taso_rules, monkeypatch):
