@@ -5,6 +5,11 @@ renaming, node order and direction (`canonical`), or when it is composed of
 candidate rules: rewriting its source with candidate rules (either direction,
 a few steps) reaches its target. `coverage_report` says which candidate rules
 each found rule is made of.
+
+A refuted candidate finds nothing, and a direct match must ask no more of the
+variables' sizes than the reference does (its `same_dim` constraints, in
+canonical names, among the reference's): a generated rule refuted for lack of
+TASO's constraint is not TASO's rule.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 from taso.ops import OPS, ShapeError
 
-from .canonical import _norm_attrs, canonical_key
+from .canonical import _norm_attrs, canonical
 from .pattern import checked, same_dims_hold, var_fits
 from .rule import PNode, Rule, RuleSet
 
@@ -44,17 +49,20 @@ def coverage(candidate: RuleSet | Iterable[Rule], reference: RuleSet | Iterable[
 
 def coverage_report(candidate: RuleSet | Iterable[Rule], reference: RuleSet | Iterable[Rule],
                     depth: int = 2) -> CoverageReport:
-    cands = list(candidate)
+    cands = [c for c in candidate if c.status != "refuted"]
     refs = list(reference)
-    keys: dict[Any, str] = {}
+    keys: dict[Any, list[tuple[str, frozenset]]] = {}
     for c in cands:
-        keys.setdefault(canonical_key(c), c.id)
+        k, order, _ = canonical(c)
+        keys.setdefault(k, []).append((c.id, _equalities(c, order)))
     rep = CoverageReport(len(refs))
     rewriter = _Rewriter(cands)
     for r in refs:
-        k = canonical_key(r)
-        if k in keys:
-            rep.direct[r.id] = keys[k]
+        k, order, _ = canonical(r)
+        asked = _equalities(r, order)
+        match = next((cid for cid, eqs in keys.get(k, ()) if eqs <= asked), None)
+        if match is not None:
+            rep.direct[r.id] = match
             continue
         path = rewriter.connect(r, depth)
         if path is None:
@@ -62,6 +70,14 @@ def coverage_report(candidate: RuleSet | Iterable[Rule], reference: RuleSet | It
         else:
             rep.composed[r.id] = path
     return rep
+
+
+def _equalities(rule: Rule, order: list[str]) -> frozenset:
+    """A rule's same_dim constraints with its variables named by their place
+    in `order` (canonical), each equality in one orientation."""
+    at = {v: i for i, v in enumerate(order)}
+    return frozenset(tuple(sorted([(at[v], a), (at[u], b)]))
+                     for v, a, u, b in checked(rule).same_dims())
 
 
 # ---- a small rewriter over rule sides ---------------------------------------------

@@ -98,6 +98,23 @@ def checkpoints(todo: list, rs: RuleSet, out: Path, on_done=None, every: float =
     return done
 
 
+def constrain(rs: RuleSet, args, workers: int | None) -> int | str:
+    """Replace each refuted rule of `rs` that size constraints make provable
+    by its constrained form (`constrain_refuted`); how many were, or an error."""
+    from .constrain import constrain_refuted
+
+    refuted = sum(r.status == "refuted" for r in rs.rules)
+    print(f"looking for size constraints for {refuted} refuted rules", file=sys.stderr)
+    try:
+        done = constrain_refuted(rs.rules, lambda batch: verify_rules(
+            batch, args.timeout, workers, executor=args.executor, address=args.address))
+    except ExecutorError as e:
+        return str(e)
+    for k, rule in done.items():
+        rs.rules[k] = rule
+    return len(done)
+
+
 def summary(rules, wall: float) -> dict:
     counts = {"proved": 0, "refuted": 0, "unknown": 0}
     for r in rules:
@@ -151,7 +168,14 @@ def _main(argv: list[str] | None, run: Run) -> int:
                          "when the output does not exist yet), prove only the other rules, "
                          "and save the records so far to the output every minute: a long "
                          "run can be stopped and continued")
+    ap.add_argument("--constrain", action="store_true",
+                    help="for each refuted generated rule, look for size constraints "
+                         "(same_dim) under which it is proved, and keep the constrained rule "
+                         "in its place (see verifier/constrain.py)")
     args = ap.parse_args(argv)
+    if args.constrain and args.resume:
+        ap.error("--constrain changes rules, which --resume would then not recognise: "
+                 "run --resume to the end, then --constrain on its output")
     check_number(ap, "--timeout", args.timeout)
     check_workers(ap, args.workers)
     check_executor(ap, args.executor, args.address)
@@ -189,6 +213,11 @@ def _main(argv: list[str] | None, run: Run) -> int:
     except ExecutorError as e:
         return run.fail(str(e))
     apply_records(todo, records)
+    if args.constrain:
+        n = constrain(rs, args, workers)
+        if isinstance(n, str):
+            return run.fail(n)
+        print(f"constrained {n} refuted rules: proved under size constraints", file=sys.stderr)
     try:
         rs.save(out)  # atomic: an interruption leaves what was there
     except OSError as e:
