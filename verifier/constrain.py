@@ -6,12 +6,11 @@ emits may hold only where some of those sizes agree, and is refuted as written:
 merging two convolutions into one with two groups needs kernels with as many
 output channels each, which TASO's rule says with a `same_dim` constraint and
 the generated rule did not. `constrain_refuted` finds such constraints,
-counterexample-guided: it adds one size equality that the rule's last
-counterexample breaks and that the family keeps on both its shapes, and
-verifies again, until Z3 proves the constrained rule (which then takes the
-refuted one's place), or no such equality is left, or the constrained rule is
-unknown. The record keeps what was added and the counterexample of the rule as
-generated.
+counterexample-guided: it tries the size equalities that the rule's last
+counterexample breaks and that the family keeps on both its shapes, one more
+each round, until Z3 proves the constrained rule, which then takes the refuted
+one's place; then it drops every equality the proof does without. The record
+keeps what was added and the refutation of the rule as generated.
 """
 
 from __future__ import annotations
