@@ -83,46 +83,43 @@ def constrain_refuted(rules: Sequence[Rule], verify: Callable[[list[Rule]], list
     fam = family_vars()
     originals = {k: r for k, r in enumerate(rules) if r.verification.get("status") == "refuted"
                  and r.verification.get("counterexample")}
+
+    def records(tries: list[tuple[int, list[Equality]]]) -> list[dict]:
+        return verify([with_equalities(originals[k], eqs) for k, eqs in tries]) if tries else []
+
     cands = {k: candidate_equalities(r, fam) for k, r in originals.items()}
     open_ = {k: ([], r.verification["counterexample"]) for k, r in originals.items()}
     found: dict[int, list[Equality]] = {}
     for _ in range(max_constraints):
-        # every equality the counterexample breaks, each on top of those added
-        batch = {(k, e): [*added, e] for k, (added, cex) in open_.items()
-                 for e in [e for e in broken_by(cands[k], cex) if e not in added][:BREADTH]}
-        records = _verify(originals, batch, verify)
-        nxt: dict[int, tuple[list[Equality], dict]] = {}
-        for (k, e), eqs in batch.items():  # in candidate order: the first proved wins
-            rec = records[(k, e)]
-            if k not in found and rec["status"] == "proved":
+        # the first equalities the counterexample breaks, each on top of those added
+        tries = [(k, [*added, e]) for k, (added, cex) in open_.items()
+                 for e in [e for e in broken_by(cands[k], cex) if e not in added][:BREADTH]]
+        open_ = {}
+        for (k, eqs), rec in zip(tries, records(tries)):  # in candidate order
+            if k in found:
+                continue
+            if rec["status"] == "proved":
                 found[k] = eqs
-            elif rec["status"] == "refuted" and k not in nxt:
-                nxt[k] = (eqs, rec["counterexample"])
-        open_ = {k: v for k, v in nxt.items() if k not in found}
+                open_.pop(k, None)
+            elif rec["status"] == "refuted" and k not in open_:
+                open_[k] = (eqs, rec["counterexample"])
+    # Minimise: try each rule without its next equality, first added first.
     needed: dict[int, list[Equality]] = {k: [] for k in found}
-    while found:
-        batch = {k: needed[k] + eqs[1:] for k, eqs in found.items() if needed[k] or eqs[1:]}
-        records = _verify(originals, batch, verify)
-        for k, eqs in found.items():
-            if records.get(k, {}).get("status") != "proved":
+    rest = dict(found)
+    while rest:
+        # with no equality left to try, a rule is as generated: refuted
+        tries = [(k, needed[k] + eqs[1:]) for k, eqs in rest.items() if needed[k] or eqs[1:]]
+        without = {k for (k, _), rec in zip(tries, records(tries)) if rec["status"] == "proved"}
+        for k, eqs in rest.items():
+            if k not in without:
                 needed[k].append(eqs[0])
-        found = {k: eqs[1:] for k, eqs in found.items() if eqs[1:]}
+        rest = {k: eqs[1:] for k, eqs in rest.items() if eqs[1:]}
     out = {}
-    for k, rec in _verify(originals, needed, verify).items():
-        if rec["status"] == "proved":  # as it was, with what it needs
-            r = with_equalities(originals[k], needed[k])
-            r.verification = {**rec, "constrained": [list(e) for e in needed[k]],
+    tries = list(needed.items())
+    for (k, eqs), rec in zip(tries, records(tries)):
+        if rec["status"] == "proved":  # the record of the rule as it is kept
+            r = with_equalities(originals[k], eqs)
+            r.verification = {**rec, "constrained": [list(e) for e in eqs],
                               "as_generated": dict(originals[k].verification)}
             out[k] = r
     return out
-
-
-def _verify(originals: dict[int, Rule], batch: dict, verify: Callable[[list[Rule]], list[dict]]
-            ) -> dict:
-    """The record of each original rule (its index, or (index, tag)) with its
-    batch's equalities, by the batch's keys."""
-    if not batch:
-        return {}
-    records = verify([with_equalities(originals[k if isinstance(k, int) else k[0]], eqs)
-                      for k, eqs in batch.items()])
-    return dict(zip(batch, records))
