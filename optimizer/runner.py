@@ -247,18 +247,18 @@ class Runner:
         stops: Counter[str] = Counter()
         expanded = generated = 0
         core_seconds = 0.0
-        optimized = []
-        traced: dict[tuple, PieceTrace] = {}
+        keys, cgs, points = [], [], {}
         for k, pg in enumerate(graphs):
             key = (piece_key(pg), pinned[k])
             cg = engine.to_core(pg, pinned[k])
-            if key in traced:
-                traced[key].copies += 1
+            keys.append(key)
+            cgs.append(cg)
             if key not in results:
-                points: list[tuple[int, float]] = [(0, cg.cost)]
+                points[key] = [(0, cg.cost)]
                 res = results[key] = engine.core.search(
                     cg, budget=lim.budget, alpha=lim.alpha, max_ops_factor=lim.max_ops_factor,
-                    time_limit=lim.time_limit, **self._core_progress(k, len(graphs), cg, points))
+                    time_limit=lim.time_limit, **self._core_progress(k, len(graphs), cg,
+                                                                     points[key]))
                 expanded += res["expanded"]
                 generated += res["generated"]
                 core_seconds += res["seconds"]
@@ -266,19 +266,29 @@ class Runner:
                 log.debug("piece %d/%d: %d ops, cost %.4f -> %.4f, %d expanded, %.3fs, %s",
                           k + 1, len(graphs), cg.num_ops, res["initial_cost"], res["best"].cost,
                           res["expanded"], res["seconds"], res["stop_reason"])
-            res = results[key]
+        # The core ranks by node costs; the objective has the last word (a device
+        # that fuses can run a rewrite slower than its node costs say:
+        # cost/measured.py), by more than the gain the model can resolve. Where
+        # the objective prices whole graphs, what it will time is timed first,
+        # for every piece in one batch.
+        found = {k: engine.from_core(results[key]["best"], graphs[k])
+                 for k, key in enumerate(keys) if results[key]["applied"]}
+        if found and getattr(self.model, "fuses", False):
+            self.model.time_ahead([*found.values(), *(graphs[k] for k in found)])
+        optimized = []
+        traced: dict[tuple, PieceTrace] = {}
+        for k, pg in enumerate(graphs):
+            key, cg, res = keys[k], cgs[k], results[keys[k]]
+            if key in traced:
+                traced[key].copies += 1
             best = pg
-            if res["applied"]:
-                # The core ranks by node costs; the objective has the last word (a
-                # device that fuses can run a rewrite slower than its node costs
-                # say: cost/measured.py), by more than the gain the model can
-                # resolve. Constants count as the core counted them, the piece's
-                # shared weights pinned.
-                found = engine.from_core(res["best"], pg)
+            if k in found:
+                # Constants count as the core counted them, the piece's shared
+                # weights pinned.
                 piece = Objective.at(self.model, engine.core.byte_cost, cg, pg)
-                value = piece(res["best"], found)
+                value = piece(res["best"], found[k])
                 if piece.keeps(value, lim.min_gain):
-                    best = found
+                    best = found[k]
                     applied.update(engine.rules[i].id for i in res["applied"])
                 elif self.trace is not None and key not in traced:
                     self.trace.refuse(refusal(piece.start, value), f"piece {k + 1}",
@@ -286,7 +296,8 @@ class Runner:
                                       round_, before=piece.start, after=value,
                                       min_gain=lim.min_gain)
             if self.trace is not None and key not in traced:
-                traced[key] = self._trace_piece(engine, k, cg, pg, res, points, best is not pg)
+                traced[key] = self._trace_piece(engine, k, cg, pg, res, points[key],
+                                                best is not pg)
             optimized.append(best)
         out = join(g, pieces, optimized) if pieces else optimized[0]
         stop = max(stops, key=STOPS.index) if stops else "saturated"

@@ -630,3 +630,28 @@ def test_another_running_process_is_seen():
     finally:
         spin.kill()
         spin.wait()
+
+
+def test_a_busy_thread_of_this_process_is_no_other_process():
+    import threading
+
+    import numpy as np
+    from taso.optimizer.cost.calibrate import others_running
+
+    if others_running() is None:
+        pytest.skip("the OS does not count runnable processes (/proc/loadavg)")
+    quiet = others_running(samples=10)
+    stop = threading.Event()
+    a = np.ones((256, 256), dtype=np.float32)
+
+    def work() -> None:  # numpy's product releases the GIL: the thread stays runnable
+        while not stop.is_set():
+            a @ a
+
+    t = threading.Thread(target=work)
+    t.start()
+    try:
+        assert others_running(samples=10) <= quiet + 0.4
+    finally:
+        stop.set()
+        t.join()

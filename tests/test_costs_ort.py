@@ -152,6 +152,11 @@ def test_chain_graph_copies_share_activations():
     assert len(c.inputs) == 2  # the conv input and the residual, shared by the copies
     assert c.num_ops() == 3 * 4 and len(c.outputs) == 3
     assert len(c.weights) == 3 * 5
+    # each copy's constants its own: equal ones onnxruntime may share, and merge the copies
+    by_link: dict[str, list[bytes]] = {}
+    for w in c.weights:
+        by_link.setdefault(w.name.split("_", 1)[1], []).append(w.data.tobytes())
+    assert all(len(set(datas)) == 3 for datas in by_link.values()), by_link.keys()
 
 
 

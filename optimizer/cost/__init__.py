@@ -51,6 +51,10 @@ class CostModel:
     def end_search(self, graph: Any) -> None:
         """The search chose `graph` (None: it ended without a choice)."""
 
+    def time_ahead(self, graphs: Any) -> None:
+        """The graphs (an iterable) about to be priced whole: a measured model
+        times what pricing them would time, in one batch."""
+
     def op_cost(self, op: str, attrs: dict[str, Any], shapes: list[Shape]) -> float:
         """Milliseconds for one node of registered operator `op` with these
         attributes and input shapes."""

@@ -17,6 +17,7 @@ moments, loaded or not, compare as if measured together.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 
@@ -97,11 +98,24 @@ def slowdown(now: Mapping[str, float] | None, quiet: Mapping[str, float] | None)
     return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 1.0
 
 
+def _own_running() -> int:
+    """Threads of this process running or ready to run (this one included): a
+    helper thread of ours (a timing session's, a copy) is no other process."""
+    n = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                n += f.read().rsplit(")", 1)[1].split()[0] == "R"
+    except (OSError, IndexError):
+        return 1
+    return max(n, 1)
+
+
 def others_running(samples: int = 5, every: float = 0.01) -> float | None:
     """How many other processes are running or ready to run now (the kernel's
-    count in /proc/loadavg, less this one), averaged over a few samples; None
-    where the OS does not say. The load average lags by a minute: after one
-    heavy job it called an idle machine busy."""
+    count in /proc/loadavg, less this process's running threads), averaged over
+    a few samples; None where the OS does not say. The load average lags by a
+    minute: after one heavy job it called an idle machine busy."""
     counts = []
     for k in range(samples):
         try:
@@ -109,7 +123,7 @@ def others_running(samples: int = 5, every: float = 0.01) -> float | None:
                 running = int(f.read().split()[3].split("/")[0])
         except (OSError, ValueError, IndexError):
             return None
-        counts.append(max(running - 1, 0))
+        counts.append(max(running - _own_running(), 0))
         if k + 1 < samples:
             time.sleep(every)
     return sum(counts) / len(counts)

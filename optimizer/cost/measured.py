@@ -579,6 +579,24 @@ class MeasuredCostModel(CostModel):
             self.searching = False
             self._rivals = {}
 
+    def time_ahead(self, graphs: Any) -> None:
+        """Time in one batch the units of `graphs` that pricing them would time
+        one at a time (missing from memory and cache, and not to be guessed): a
+        search pass judges each of a model's pieces whole, and one new fused
+        chain a piece, each timed in a batch of its own, cost ResNet-50 30
+        batches of 0.2-0.7 s set-up each."""
+        pending: dict[Any, tuple] = {}
+        for graph in graphs:
+            for _, unit in self._units(graph):
+                if unit is None or unit[0] in pending or unit[0] in self._memo:
+                    continue
+                key, what = unit
+                if self.searching and self.analytic_first and what[0] == "node":
+                    continue  # guessed when priced
+                if self.cache is None or self.cache.entry(self.name, self.device, key) is None:
+                    pending[key] = what
+        self._measure(list(pending.items()))
+
     def _timed_units(self, graph: Graph) -> list[tuple[list[int], Unit]]:
         """The units of `graph` that cost something and the device can time."""
         return [(ids, unit) for ids, unit in self._units(graph)
