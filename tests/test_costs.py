@@ -327,6 +327,44 @@ def test_confirm_times_the_guessed_keys_of_a_winner():
     assert not m.searching
 
 
+class GroupedSlow(MeasuredCostModel):
+    """A fusing device on which a chain costs its head's roofline estimate,
+    ten times that for a grouped convolution (onnxruntime's grouped 3x3s ran
+    5-10x what dense ones of their estimate did); the epilogue is free."""
+
+    name, device, fuses = "grouped-slow", "formula", True
+
+    def time_chain(self, links):
+        op, attrs, ins = links[0]
+        est = self.roofline.op_cost(op, dict(attrs), [s for _, s, _ in ins])
+        return est * (10 if dict(attrs).get("groups", 1) > 1 else 1)
+
+    def time_overhead(self):
+        return 0.0
+
+
+def test_a_lone_contraction_is_guessed_by_the_timed_chains_of_its_kind():
+    g = taso.new_graph()
+    x = g.new_input((1, 64, 28, 28))
+    for groups, name in ((8, "grouped"), (1, "dense")):
+        y = g.conv2d(x, g.new_weight((64, 64 // groups, 3, 3)), padding="same", groups=groups)
+        y = g.batchnorm(y, *[g.new_weight((64,)) for _ in range(4)])
+        g.mark_output(g.relu(y), name)
+    m = GroupedSlow(False)
+    m.price_within(g)
+    m.begin_search(g)  # times the two chains: the only units of their kind
+    # a lone convolution of another size, as a search meets one after folding
+    # the normalization: no unit of its label was timed
+    for groups, slow in ((16, 10), (1, 1)):
+        shapes = [(1, 64, 14, 14), (64, 64 // groups, 3, 3)]
+        attrs = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "groups": groups,
+                 "activation": "none"}
+        est = m.roofline.op_cost("conv2d", attrs, shapes)
+        assert m.op_cost("conv2d", attrs, shapes, (False, True)) == \
+            pytest.approx(slow * est, rel=0.01)
+    m.end_search(None)
+
+
 class HiddenLoad(CountingDevice):
     """A device slowed `load` times once the original's keys are timed, by a
     load that no reference program shows (it has none): this Intel VM's

@@ -85,6 +85,31 @@ PRECISION = 0.002
 # The original's keys a winner replaces timed again beside its new ones: the
 # dearest this many (`_rivals_of`).
 RIVALS = 8
+# Timed units whose ratios a guess takes the median of (`_guess`).
+NEAREST = 3
+
+
+def link_label(op: str, attrs: Any) -> str:
+    """What a guess's ratios are kept by, for one operator: its name (an opaque
+    node's ONNX type), grouped convolutions apart. ResNeXt-50's grouped 3x3
+    convolutions ran 5-10x what dense ones of their estimate did, and guessed
+    by those, merging them looked free."""
+    a = dict(attrs)
+    if op == "opaque":
+        return a.get("onnx_type", op)
+    return op + ("/grouped" if int(a.get("groups", 1)) > 1 else "")
+
+
+def head_family(links: Sequence[Link]) -> str | None:
+    """The kind of a chain's head contraction (grouped apart), whose timed
+    chains a unit of the same head is guessed by where none of its own label
+    was timed: a search's first guesses of lone convolutions have only the
+    original's fused chains to go by. None where the head is no contraction."""
+    op, attrs, _ = links[0]
+    if op == "opaque" or not get_op(op).contraction:
+        return None
+    return f"head {get_op(op).kind}" + ("/grouped" if link_label(op, attrs).endswith(
+        "/grouped") else "")
 
 
 class Timed(NamedTuple):
@@ -452,17 +477,23 @@ class MeasuredCostModel(CostModel):
     def _guess(self, key: Any, what: tuple) -> float:
         """A price for a unit not yet timed: its roofline estimate (analytic.py,
         without launch or saturation terms: the work alone) times the measured
-        over estimated cost of the timed unit of the same operators nearest to
-        it in estimate (of any operators where none of its own were timed).
-        Small products' roofline ratios differ 20x from large ones', so the
-        nearest, not a mean."""
-        label, est = self._analytic_price(what)
-        known = self._ratios.get(label) or [p for ps in self._ratios.values() for p in ps]
+        over estimated cost of the timed units of the same operators nearest to
+        it in estimate (their median; of the units of the same head contraction
+        where none of its own were timed, else of any operators). Small
+        products' roofline ratios differ 20x from large ones', so the nearest,
+        not a mean."""
+        label, ests = self._estimates(what)
+        est, known = sum(ests), self._ratios.get(label)
+        if not known and ests and (known := self._ratios.get(head_family(unit_links(what)))):
+            est = ests[0]  # the family's ratios are of its heads' estimates
+        known = known or [p for ps in self._ratios.values() for p in ps]
         if known and est > 0:
-            _, ratio = min(known, key=lambda p: abs(math.log(p[0] / est)))
-            ms = est * ratio
+            # The median of the nearest few: units of one estimate (ResNeXt-50's
+            # 1x1 convolutions of equal work) ran at ratios 30% apart.
+            near = sorted(known, key=lambda p: abs(math.log(p[0] / est)))[:NEAREST]
+            ms = est * sorted(r for _, r in near)[len(near) // 2]
         else:
-            ms = est
+            ms = sum(ests)
         self._guessed[key] = what
         self._memo[key] = ms
         return ms
@@ -532,9 +563,15 @@ class MeasuredCostModel(CostModel):
 
     def _learn(self, what: tuple, ms: float) -> None:
         """Take a timed (or cached) unit's price into what guesses are scaled by."""
-        label, est = self._analytic_price(what)
-        if est > 0 and ms > 0:
-            self._ratios.setdefault(label, []).append((est, ms / est))
+        label, ests = self._estimates(what)
+        if sum(ests) > 0 and ms > 0:
+            self._ratios.setdefault(label, []).append((sum(ests), ms / sum(ests)))
+        family = head_family(unit_links(what))
+        if family is not None and ests[0] > 0 and ms > 0:
+            # By the head's estimate alone: a chain's is mostly its epilogue's
+            # traffic, which onnxruntime fuses away (a grouped 3x3's chain
+            # estimated 3x the convolution).
+            self._ratios.setdefault(family, []).append((ests[0], ms / ests[0]))
 
     def time_units(self, whats: Sequence[tuple], tick: Callable[[], None] = lambda: None
                    ) -> list[Timed | Exception]:
@@ -639,16 +676,22 @@ class MeasuredCostModel(CostModel):
 
     def _analytic_price(self, what: tuple) -> tuple[str, float]:
         """A unit's label (its operators) and the analytic model's price of it."""
+        label, ests = self._estimates(what)
+        return label, sum(ests)
+
+    def _estimates(self, what: tuple) -> tuple[str, list[float]]:
+        """A unit's label and the analytic model's price of each of its links
+        (0 where it has none)."""
         links = unit_links(what)
-        label = "+".join(dict(a).get("onnx_type", op) if op == "opaque" else op
-                         for op, a, _ in links)
-        total = 0.0
+        label = "+".join(link_label(op, a) for op, a, _ in links)
+        ests = []
         for op, attrs, ins in links:
             try:
-                total += float(self.roofline.op_cost(op, dict(attrs), [s for _, s, _ in ins]))
+                ms = float(self.roofline.op_cost(op, dict(attrs), [s for _, s, _ in ins]))
             except Exception:
-                continue
-        return label, total if math.isfinite(total) else 0.0
+                ms = 0.0
+            ests.append(ms if math.isfinite(ms) else 0.0)
+        return label, ests
 
     @property
     def roofline(self) -> CostModel:
