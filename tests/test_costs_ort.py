@@ -142,6 +142,28 @@ def test_weight_copies_touch_what_the_model_touches():
         OrtCostModel(cache=False).context
 
 
+def test_a_fold_onnxruntime_makes_itself_prices_what_it_replaces():
+    from taso.optimizer.cost.ort import OrtCostModel
+
+    m = OrtCostModel(cache=False)
+    folded = taso.new_graph()
+    x = folded.new_input((1, 4, 8, 8))
+    y = folded.add_node("conv2d_bias", [x, folded.new_weight((4, 4, 3, 3)),
+                                        folded.new_weight((4,))],
+                        strides=(1, 1), pads=(1, 1, 1, 1), dilations=(1, 1), groups=1,
+                        activation="relu")[0]
+    folded.mark_output(y)
+    keys = []
+    for g in (conv_block(residual=False), folded):  # conv, batchnorm, relu: one unit
+        m.price_within(g)
+        keys.append([unit[0] for _, unit in m._units(g)])
+    assert keys[0] == keys[1] and len(keys[0]) == 1
+    # a residual add stays in the chain after the folded head
+    m.price_within(g := conv_block(residual=True))
+    (_, (key, what)), = m._units(g)
+    assert [op for op, _, _ in what[1]] == ["conv2d_bias", "ewadd", "relu"]
+
+
 def test_chain_graph_copies_share_activations():
     from taso.optimizer.cost.ort import chain_graph
 

@@ -349,7 +349,19 @@ class MeasuredCostModel(CostModel):
         key = (get_op(op).cost_key(dict(attrs), shapes), consts) + self.context
         return key, ("node", op, attrs, shapes, consts, dtypes)
 
+    def program_links(self, links: Sequence[Link]) -> Sequence[Link]:
+        """The chain `links` as the device runs it (what it folds away on its
+        own); unchanged by default."""
+        return links
+
     def _chain_unit(self, links: Sequence[Link]) -> Unit:
+        links = self.program_links(links)
+        if len(links) == 1:  # a node, as the device runs it: that node's unit
+            op, a, ins = links[0]
+            unit = self._node_unit(op, a, [s for _, s, _ in ins],
+                                   [is_const_kind(k) for k, _, _ in ins], [d for _, _, d in ins])
+            if unit is not None:
+                return unit
         key = ("chain", tuple((get_op(op).cost_key(a, [s for _, s, _ in ins]),
                                tuple(kind for kind, _, _ in ins)) for op, a, ins in links)
                ) + self.context
