@@ -365,6 +365,35 @@ def test_a_lone_contraction_is_guessed_by_the_timed_chains_of_its_kind():
     m.end_search(None)
 
 
+class PerGroupSlow(GroupedSlow):
+    """Grouped convolutions of 8 channels a group run at 10x their estimate,
+    those of 16 at 2x: their estimates cannot tell them apart."""
+
+    def time_chain(self, links):
+        op, attrs, ins = links[0]
+        est = self.roofline.op_cost(op, dict(attrs), [s for _, s, _ in ins])
+        return est * {8: 10, 16: 2}.get(ins[1][1][1], 1)
+
+
+def test_a_lone_contraction_the_search_met_in_a_chain_is_priced_as_that_chain():
+    g = taso.new_graph()
+    x = g.new_input((1, 64, 28, 28))
+    for groups in (8, 4):
+        y = g.conv2d(x, g.new_weight((64, 64 // groups, 3, 3)), padding="same", groups=groups)
+        y = g.batchnorm(y, *[g.new_weight((64,)) for _ in range(4)])
+        g.mark_output(g.relu(y))
+    m = PerGroupSlow(False)
+    m.price_within(g)
+    m.begin_search(g)
+    # the second chain's convolution alone, before the normalization is folded
+    shapes = [(1, 64, 28, 28), (64, 16, 3, 3)]
+    attrs = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "groups": 4,
+             "activation": "none"}
+    est = m.roofline.op_cost("conv2d", attrs, shapes)
+    assert m.op_cost("conv2d", attrs, shapes, (False, True)) == pytest.approx(2 * est)
+    m.end_search(None)
+
+
 class HiddenLoad(CountingDevice):
     """A device slowed `load` times once the original's keys are timed, by a
     load that no reference program shows (it has none): this Intel VM's
