@@ -21,6 +21,7 @@ table and a JSON record under bench/results/.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -30,10 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from taso.optimizer.cost.ort import OrtCostModel, cpu_name
 from taso.optimizer.search import run_search
 
+from taso.ir import Graph
 from taso.runtime import VERSION
+from taso.stablehash import ints_hash, node_hash, output_hash
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONDITIONS = ("idle", "busy fill", "busy -> idle", "idle -> busy")
@@ -67,6 +71,21 @@ class Load:
             self.proc.wait()
 
 
+def model_digest(graph: Graph) -> str:
+    """The model up to names: its structure (`Graph.node_hashes`), with each
+    weight known by its shape and values, not by its name (a folded weight is
+    named by the order of the folds)."""
+    h: dict[int, int] = {}
+    for n in graph.topo_order():
+        if n.op == "weight":
+            data = np.ascontiguousarray(n.data)
+            label: Any = (n.shapes, hashlib.blake2b(data.tobytes(), digest_size=8).hexdigest())
+        else:
+            label = (n.attrs, n.name, n.shapes) if n.op == "input" else n.attrs
+        h[n.id] = node_hash(n.op, label, [output_hash(h[p], i) for p, i in n.inputs])
+    return f"{ints_hash([output_hash(h[p], i) for p, i in graph.outputs]):016x}"
+
+
 def search(name: str, cache: Path, small: bool = False) -> dict[str, Any]:
     """One search of model `name` (its small variant where `small`) with the
     ort cost model and `cache`: what it kept, what it predicted for its
@@ -91,6 +110,9 @@ def search(name: str, cache: Path, small: bool = False) -> dict[str, Any]:
     ratio = timed.get("ratio")
     return {
         "rules": d["rules_applied"], "verdict": timed.get("verdict", "unchanged"),
+        # The graph's structure: rules applied in another order (a normalization
+        # folded before a merge or after it) can reach the same graph.
+        "graph": model_digest(report.graph),
         "candidate": timed.get("rules") or {},
         "predicted": before / after if after else None,
         "measured": 1 / ratio if ratio else None,
@@ -113,6 +135,7 @@ def run_model(name: str, work: Path, here: int, other: int,
         rows["idle -> busy"] = search(name, idle_cache, small)
     for cond in CONDITIONS:
         rows[cond]["same_rules"] = rows[cond]["rules"] == rows["idle"]["rules"]
+        rows[cond]["same_graph"] = rows[cond]["graph"] == rows["idle"]["graph"]
         print(f"[load] {name} {cond}: {rows[cond]['verdict']}, rules "
               f"{sum(rows[cond]['rules'].values())}, predicted {fmt(rows[cond]['predicted'])}, "
               f"measured {fmt(rows[cond]['measured'])}, {rows[cond]['seconds']} s",
@@ -126,7 +149,8 @@ def fmt(x: float | None) -> str:
 
 def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
     lines = [header, "",
-             "| model | condition | verdict | rules kept | same as idle | predicted | measured "
+             "| model | condition | verdict | rules kept | same as idle (rules / graph) | "
+             "predicted | measured "
              "[interval] | prediction / measured | keys timed (new / again / beside / guessed) | "
              "search s |", "|" + "---|" * 10]
     for name, rows in results.items():
@@ -139,7 +163,9 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]], header: str) -> str:
                         if r["interval"] else "")
             lines.append(
                 f"| {name} | {cond} | {r['verdict']} | {sum(r['rules'].values())} | "
-                f"{'yes' if r['same_rules'] else 'no'} | {fmt(r['predicted'])} | "
+                f"{'yes' if r['same_rules'] else 'no'} / "
+                f"{'yes' if r.get('same_graph', r['same_rules']) else 'no'} | "
+                f"{fmt(r['predicted'])} | "
                 f"{fmt(r['measured'])}{interval} | {gap} | {c['new']} / {c['remeasured']} / "
                 f"{c.get('beside', '—')} / {c['guessed']} | {r['seconds']} |")
     return "\n".join(lines) + "\n"

@@ -295,7 +295,8 @@ def test_load_bench_runs_the_four_conditions(tmp_path):
     assert os.sched_getaffinity(0) == cpus  # the pinning undone
     rows = json.loads((tmp_path / "load.json").read_text())["results"]["nasrnn"]
     assert set(rows) == set(load.CONDITIONS)
-    assert rows["idle"]["same_rules"] and rows["idle"]["costs"]["new"] > 0
+    assert rows["idle"]["same_rules"] and rows["idle"]["same_graph"]
+    assert rows["idle"]["costs"]["new"] > 0
     # a cache used again is read, not timed again key by key
     again = rows["busy -> idle"]["costs"]
     assert again["cached"] + again["rescaled"] > again["new"]
