@@ -36,6 +36,7 @@ from taso.optimizer.cost.ort import OrtCostModel, cpu_name
 from taso.optimizer.search import run_search
 
 from taso.ir import Graph
+from taso.ops import OPS
 from taso.runtime import VERSION
 from taso.stablehash import ints_hash, node_hash, output_hash
 
@@ -72,9 +73,10 @@ class Load:
 
 
 def model_digest(graph: Graph) -> str:
-    """The model up to names: its structure (`Graph.node_hashes`), with each
-    weight known by its shape and values, not by its name (a folded weight is
-    named by the order of the folds)."""
+    """The model up to names and operand order: its structure
+    (`Graph.node_hashes`), with each weight known by its shape and values, not
+    by its name (a folded weight is named by the order of the folds), and a
+    commutative node's operands in any order."""
     h: dict[int, int] = {}
     for n in graph.topo_order():
         if n.op == "weight":
@@ -82,7 +84,10 @@ def model_digest(graph: Graph) -> str:
             label: Any = (n.shapes, hashlib.blake2b(data.tobytes(), digest_size=8).hexdigest())
         else:
             label = (n.attrs, n.name, n.shapes) if n.op == "input" else n.attrs
-        h[n.id] = node_hash(n.op, label, [output_hash(h[p], i) for p, i in n.inputs])
+        ins = [output_hash(h[p], i) for p, i in n.inputs]
+        if n.op in OPS and OPS[n.op].commutative:  # an add's operands in either order
+            ins.sort()
+        h[n.id] = node_hash(n.op, label, ins)
     return f"{ints_hash([output_hash(h[p], i) for p, i in graph.outputs]):016x}"
 
 

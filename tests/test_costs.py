@@ -334,6 +334,11 @@ class GroupedSlow(MeasuredCostModel):
 
     name, device, fuses = "grouped-slow", "formula", True
 
+    def program_links(self, links):  # as onnxruntime runs them: conv+bn+relu one node
+        from taso.optimizer.cost.ort import onnxruntime_program
+
+        return onnxruntime_program(links)
+
     def time_chain(self, links):
         op, attrs, ins = links[0]
         est = self.roofline.op_cost(op, dict(attrs), [s for _, s, _ in ins])
@@ -343,7 +348,7 @@ class GroupedSlow(MeasuredCostModel):
         return 0.0
 
 
-def test_a_lone_contraction_is_guessed_by_the_timed_chains_of_its_kind():
+def test_a_lone_contraction_is_guessed_by_the_timed_units_of_its_kind():
     g = taso.new_graph()
     x = g.new_input((1, 64, 28, 28))
     for groups, name in ((8, "grouped"), (1, "dense")):
@@ -375,7 +380,7 @@ class PerGroupSlow(GroupedSlow):
         return est * {8: 10, 16: 2}.get(ins[1][1][1], 1)
 
 
-def test_a_lone_contraction_the_search_met_in_a_chain_is_priced_as_that_chain():
+def test_a_lone_contraction_the_search_met_in_a_unit_is_priced_as_that_unit():
     g = taso.new_graph()
     x = g.new_input((1, 64, 28, 28))
     for groups in (8, 4):
@@ -390,7 +395,8 @@ def test_a_lone_contraction_the_search_met_in_a_chain_is_priced_as_that_chain():
     attrs = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "groups": 4,
              "activation": "none"}
     est = m.roofline.op_cost("conv2d", attrs, shapes)
-    assert m.op_cost("conv2d", attrs, shapes, (False, True)) == pytest.approx(2 * est)
+    # (the unit timed is the convolution with its bias: a bias's traffic more)
+    assert m.op_cost("conv2d", attrs, shapes, (False, True)) == pytest.approx(2 * est, rel=0.01)
     m.end_search(None)
 
 

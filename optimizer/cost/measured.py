@@ -101,10 +101,12 @@ def link_label(op: str, attrs: Any) -> str:
 
 
 def head_family(links: Sequence[Link]) -> str | None:
-    """The kind of a chain's head contraction (grouped apart), whose timed
-    chains a unit of the same head is guessed by where none of its own label
-    was timed: a search's first guesses of lone convolutions have only the
-    original's fused chains to go by. None where the head is no contraction."""
+    """The kind of a unit's head contraction (grouped apart), by whose timed
+    units that are a contraction alone a unit of the same kind is guessed
+    where none of its own label was timed: a search's first guesses of lone
+    convolutions have only the original's units (its convolutions with their
+    normalizations and activations folded) to go by. None where the head is
+    no contraction."""
     op, attrs, _ = links[0]
     if op == "opaque" or not get_op(op).contraction:
         return None
@@ -113,13 +115,13 @@ def head_family(links: Sequence[Link]) -> str | None:
 
 
 def head_work(links: Sequence[Link]) -> tuple | None:
-    """What a chain's head contraction computes, whatever its epilogue: its
-    kind, its attributes but the activation, its input shapes but a bias. A
-    search meets the original's convolutions alone (before folding its
-    normalizations into them), which onnxruntime runs as the fused chains
-    timed: guessed by their estimate, ResNeXt-50's grouped ones priced a
-    fifth of that, and merging them looked dearer than keeping them. None
-    where the head is no contraction."""
+    """What a unit's head contraction computes: its kind, its attributes but
+    the activation, its input shapes but a bias. A search meets the
+    original's convolutions alone (before folding their normalizations into
+    them), which onnxruntime runs as the units timed: guessed by their
+    estimate, ResNeXt-50's grouped ones priced a fifth of that, and merging
+    them looked dearer than keeping them. None where the head is no
+    contraction."""
     op, attrs, ins = links[0]
     if op == "opaque" or not get_op(op).contraction:
         return None
@@ -602,13 +604,16 @@ class MeasuredCostModel(CostModel):
         label, ests = self._estimates(what)
         if sum(ests) > 0 and ms > 0:
             self._ratios.setdefault(label, []).append((sum(ests), ms / sum(ests)))
-        family = head_family(unit_links(what))
-        if family is not None and ests[0] > 0 and ms > 0:
-            # By the head's estimate alone: a chain's is mostly its epilogue's
-            # traffic, which onnxruntime fuses away (a grouped 3x3's chain
-            # estimated 3x the convolution).
+        links = unit_links(what)
+        family = head_family(links)
+        if family is not None and len(links) == 1 and ests[0] > 0 and ms > 0:
+            # Units that are a contraction alone (a convolution with its
+            # normalization and activation folded, as the device runs it) say
+            # what the contraction costs; a chain's price holds its epilogue's
+            # too: BERT's lone products, priced as their product+bias+GELU
+            # chains, hid the gain of its dense-residual rewrite (x1.05 -> x1.02).
             self._ratios.setdefault(family, []).append((ests[0], ms / ests[0]))
-            self._heads.setdefault(head_work(unit_links(what)), []).append(ms)
+            self._heads.setdefault(head_work(links), []).append(ms)
 
     def time_units(self, whats: Sequence[tuple], tick: Callable[[], None] = lambda: None
                    ) -> list[Timed | Exception]:
