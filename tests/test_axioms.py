@@ -28,6 +28,18 @@ from taso.verifier.axioms import (
     y,
     z,
 )
+from taso.verifier.axioms.dsl import (
+    NCHW,
+    SAME,
+    Arith,
+    Var,
+    avgpool,
+    enlarge,
+    ewmul,
+    ge,
+    s,
+    smul,
+)
 from taso.verifier.prove import formula
 
 NAMES = [a.name for a in AXIOMS]
@@ -53,8 +65,8 @@ def test_axiom_random_shapes(ax, seed):
     assert o.status != "violated", f"{ax}: counterexample {o.detail}"
 
 
-def _false(name, lhs, rhs, *when):
-    return Axiom(name, name, iv(lhs), iv(rhs), tuple(when))
+def _false(name, lhs, rhs, *when, **kw):
+    return Axiom(name, name, iv(lhs), iv(rhs), tuple(when), **kw)
 
 
 FALSE = [
@@ -77,6 +89,45 @@ FALSE = [
     _false("add-bias-concat-any-lengths", app("add", concat(1, x, y), concat(0, b, b2)),
            concat(1, app("add", x, b), app("add", y, b2)),
            ok(app("add", concat(1, x, y), concat(0, b, b2)))),
+]
+
+
+# False neighbours of the axioms added for the 4-operator set: a guard or a
+# condition dropped, an axis or a count changed.
+_I = app("const_iconv", shape=("?c", "?c", "?KH", "?KW"))
+_xa, _xb, _ya, _yb = (Var(n) for n in ("xa", "xb", "ya", "yb"))
+_g = conv(concat(1, concat(1, _xa, _xb), concat(1, _ya, _yb)), concat(1, w, u), g=2)
+_cs = conv(_I, conv(x, w, g=1, **SAME), g=1, **SAME)
+_big = app("const_iconv", shape=("?c", "?c", "?kh", "?kw"))
+_small = app("const_iconv", shape=("?c", "?c", 1, 1))
+_same1 = {"s": (1, 1), "p": "same"}
+
+
+def _ones(*sh):
+    return app("const_one", shape=sh)
+
+
+FALSE += [
+    _false("split-sizes-other-axis", Arith("+", iv("?s1"), iv("?s2")), dim(x, 0),
+           ok(split(x, "?a", ("?s1", "?s2"), 0)), ge("?a", 0)),
+    _false("conv-dim-any-stride", dim(conv(x, w, p="same"), "?i"), dim(x, "?i"),
+           ok(conv(x, w, p="same")), ge("?i", 2), ge(3, "?i"), ranks=NCHW),
+    _false("conv-grouped-channel-concat-unguarded", _g,
+           ewadd(conv(concat(1, _xa, _ya), w, g=2), conv(concat(1, _xb, _yb), u, g=2)), ok(_g),
+           ranks={"xa": 4, "xb": 4, "ya": 4, "yb": 4, "w": 4, "u": 4}),
+    _false("iconv-input-conv-any-size", _cs, conv(enlarge(w, ("?KH", "?KW")), x, g=1, **SAME),
+           ok(_cs), ok(conv(enlarge(w, ("?KH", "?KW")), x, g=1, **SAME)), ranks=NCHW),
+    _false("conv-iconv-size-valid", conv(x, _big, p="valid", s=(1, 1), d=(1, 1)),
+           conv(x, _small, p="valid", s=(1, 1), d=(1, 1)),
+           ok(conv(x, _big, p="valid", s=(1, 1), d=(1, 1))), ranks=NCHW),
+    _false("avgpool-conv-any-kernel", avgpool(conv(x, w, **_same1)),
+           conv(avgpool(x), w, **_same1), ok(avgpool(conv(x, w, **_same1))), ranks=NCHW),
+    _false("matmul-ones-3-as-2", matmul(_ones("?d0", 3), _ones(3, "?d1")),
+           ewadd(_ones("?d0", "?d1"), _ones("?d0", "?d1")),
+           ok(matmul(_ones("?d0", 3), _ones(3, "?d1")))),
+    _false("relu-smul-any", relu(smul(x, s)), smul(x, relu(s)), ranks={"s": 0}),
+    _false("iconv-diagonal-conv-unmasked", conv(ewmul(_I, x), w, g=1, **SAME),
+           ewmul(_I, ewmul(x, w)), ok(conv(ewmul(_I, x), w, g=1, **SAME)), ranks=NCHW),
 ]
 
 

@@ -3,6 +3,7 @@ counterexample, undecidable ones come back unknown in time, records and the CLI.
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from taso.rules_db import SHIPPED, Rule, RuleSet, load
@@ -328,3 +329,54 @@ def test_relevant_sees_an_axiom_list_that_grew():
     grown.append(next(a for a in AXIOMS if a.name == "ewadd-operands"))
     after = [a.name for a in relevant({"ewadd"}, grown)]
     assert "ewadd-operands" not in before and after == before + ["ewadd-operands"]
+
+
+# ---- the 4-operator set: rules its first run left unknown --------------------------
+# One rule of rules_db/generated4.json.gz per axiom added for them (issue 25),
+# each unknown before that axiom; the proof must use it.
+FORMERLY_UNKNOWN = Path(__file__).parent / "data" / "generated4_formerly_unknown.json"
+NEW_AXIOM_RULES = {
+    "split0-sizes": "gen4-03693", "split1-sizes": "gen4-52005", "conv-dim-same": "gen4-04162",
+    "maxpool-dim-same": "gen4-22562", "avgpool-dim-same": "gen4-08339",
+    "conv-grouped-channel-concat": "gen4-03778", "ewadd-conv-input": "gen4-03778",
+    "conv-grouped4-concat": "gen4-06375", "conv-grouped3-concat": "gen4-64437",
+    "conv-relu-kernel-defined": "gen4-14680", "conv-iconv-size": "gen4-89650",
+    "iconv-input-ewmul": "gen4-04805", "iconv-input-conv": "gen4-18140",
+    "iconv-input-maxpool": "gen4-04162", "iconv-input-avgpool": "gen4-04338",
+    "iconv-diagonal-conv": "gen4-21138", "iconv-enlarge-mask": "gen4-25320",
+    "iconv-data-mask": "gen4-76474", "conv-avgpool-iconv": "gen4-04333",
+    "avgpool-conv-1x1": "gen4-21243", "relu-smul-one": "gen4-03998",
+    "relu-smul-iconv": "gen4-181872", "imm-idem": "gen4-12596", "transpose-imm": "gen4-08062",
+    "transpose-one": "gen4-13097", "matmul-ones-3": "gen4-24387",
+}
+# False neighbours: one variable of the target replaced by another, (node, input, by).
+FALSE_NEIGHBOURS = {
+    "gen4-03693": (0, 0, "x1"), "gen4-03778": (0, 0, "x1"), "gen4-06375": (0, 0, "x1"),
+    "gen4-64437": (0, 0, "x1"), "gen4-89650": (1, 0, "x2"), "gen4-18140": (0, 0, "x1"),
+    "gen4-25320": (1, 0, "x2"), "gen4-21243": (0, 0, "x1"), "gen4-24387": (0, 0, "x1"),
+    "gen4-08062": (0, 0, "x2"), "gen4-52005": (0, 0, "x1"),
+}
+
+
+@pytest.fixture(scope="module")
+def formerly_unknown():
+    return load(FORMERLY_UNKNOWN)
+
+
+@pytest.mark.parametrize("axiom", sorted(NEW_AXIOM_RULES))
+def test_formerly_unknown_rule_proved_with_its_axiom(formerly_unknown, axiom):
+    res = prove(formerly_unknown.by_id(NEW_AXIOM_RULES[axiom]), timeout=5)
+    assert res["proved"], res
+    assert axiom in res["axioms"]
+
+
+@pytest.mark.parametrize("rid", sorted(FALSE_NEIGHBOURS))
+def test_false_neighbour_of_a_formerly_unknown_rule_refuted(formerly_unknown, rid):
+    node, k, by = FALSE_NEIGHBOURS[rid]
+    bad = formerly_unknown.by_id(rid).to_json()
+    assert bad["dst"][node]["inputs"][k] != by
+    bad["dst"][node]["inputs"][k] = by
+    r = Rule.from_json({**bad, "id": rid + "-false"})
+    rec = verify_rule(r, timeout=3)
+    assert rec["status"] == "refuted", rec
+    assert replay(r, rec["counterexample"]) is not None

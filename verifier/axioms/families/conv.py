@@ -7,6 +7,7 @@ from ..dsl import (
     NCHW,
     SAME,
     SCALARS,
+    Var,
     app,
     avgpool,
     concat,
@@ -16,6 +17,7 @@ from ..dsl import (
     ewadd,
     family,
     ok,
+    relu,
     s,
     smul,
     u,
@@ -62,3 +64,39 @@ axiom("conv-grouped-concat", "conv(concat_1(x, y), concat_0(w, u); groups=2) = "
       "concat_1(conv(x, w), conv(y, u))  (equal halves: x, y channels and w, u kernels)", _l,
       concat(1, conv(x, w, act="?act", g=1), conv(y, u, act="?act", g=1)), ok(_l),
       eq(dim(w, 0), dim(u, 0)), eq(dim(x, 1), dim(y, 1)))
+_l = conv(concat(1, x, y), concat(0, w, u), act="?act", g=4)
+axiom("conv-grouped4-concat", "conv(concat_1(x, y), concat_0(w, u); groups=4) = "
+      "concat_1(conv(x, w; groups=2), conv(y, u; groups=2))  (equal halves: x, y channels and "
+      "w, u kernels)", _l,
+      concat(1, conv(x, w, act="?act", g=2), conv(y, u, act="?act", g=2)), ok(_l),
+      eq(dim(w, 0), dim(u, 0)), eq(dim(x, 1), dim(y, 1)), sizes=(2, 4, 6), triggers=((_l,),))
+_z, _v = Var("z"), Var("v")
+_l = conv(concat(1, x, concat(1, y, _z)), concat(0, w, concat(0, u, _v)), act="?act", g=3)
+axiom("conv-grouped3-concat", "conv(concat_1(x, y, z), concat_0(w, u, v); groups=3) = "
+      "concat_1(conv(x, w), conv(y, u), conv(z, v))  (equal thirds: x, y, z channels and w, u, v "
+      "kernels; concatenations nested to the right)", _l,
+      concat(1, conv(x, w, act="?act", g=1),
+             concat(1, conv(y, u, act="?act", g=1), conv(_z, _v, act="?act", g=1))), ok(_l),
+      eq(dim(w, 0), dim(u, 0)), eq(dim(u, 0), dim(_v, 0)), eq(dim(x, 1), dim(y, 1)),
+      eq(dim(y, 1), dim(_z, 1)), ranks={"z": 4, "v": 4}, triggers=((_l,),))
+# Two groups over a kernel concatenated along its input channels: each group
+# reads its half of the input against both parts of the kernel.
+_xa, _xb, _ya, _yb = (Var(n) for n in ("xa", "xb", "ya", "yb"))
+_l = conv(concat(1, concat(1, _xa, _xb), concat(1, _ya, _yb)), concat(1, w, u), g=2)
+axiom("conv-grouped-channel-concat", "conv(concat_1(concat_1(xa, xb), concat_1(ya, yb)), "
+      "concat_1(w, u); groups=2) = conv(concat_1(xa, ya), w; groups=2) + conv(concat_1(xb, yb), "
+      "u; groups=2)  (xa, ya as many channels as w reads, xb as many as u)", _l,
+      ewadd(conv(concat(1, _xa, _ya), w, g=2), conv(concat(1, _xb, _yb), u, g=2)), ok(_l),
+      eq(dim(_xa, 1), dim(w, 1)), eq(dim(_ya, 1), dim(w, 1)), eq(dim(_xb, 1), dim(u, 1)),
+      triggers=((_l,),), ranks={"xa": 4, "xb": 4, "ya": 4, "yb": 4})
+_l = ewadd(conv(x, w), conv(y, w))
+axiom("ewadd-conv-input", "conv(x, w) + conv(y, w) = conv(x + y, w)  (x, y of one shape)", _l,
+      conv(ewadd(x, y), w), ok(_l), *(eq(dim(x, i), dim(y, i)) for i in range(4)),
+      triggers=((_l,),))
+_l = conv(x, relu(w), act="?act")
+axiom("conv-relu-kernel-defined", "conv(x, relu(w)) is defined where conv(x, w) is  (relu keeps "
+      "the shape)", _l, None, ok(conv(x, w, act="?act")), rel="ok", triggers=((_l,),))
+_l = conv(x, app("const_iconv", shape=("?c", "?c", "?kh", "?kw")), act="?act", **SAME)
+axiom("conv-iconv-size", "conv(x, identity kernel (c, c, kh, kw)) = conv(x, identity kernel "
+      "(c, c, 1, 1))  (same pads, stride 1, any groups: only the centre tap reads the input)", _l,
+      conv(x, app("const_iconv", shape=("?c", "?c", 1, 1)), act="?act", **SAME), ok(_l))

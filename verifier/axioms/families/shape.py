@@ -138,3 +138,18 @@ for _op, _r in (("const_one", 2), ("const_one", 4), ("const_iconv", 4), ("const_
     for _i in range(_r):
         axiom(f"{_op}-dim{_i}-rank{_r}", f"dim({_op}(shape=(d0, ...)), {_i}) = d{_i}",
               dim(_e, _i), _sh[_i], ok(_e))
+
+# ---- added for the 4-operator set (issue 25) ------------------------------------
+for _k in range(2):
+    _e = split(x, "?a", ("?s1", "?s2"), _k)
+    axiom(f"split{_k}-sizes", "s1 + s2 = dim(x, a) where split_a(x; s1, s2) is defined",
+          Arith("+", iv("?s1"), iv("?s2")), dim(x, "?a"), ok(_e), ge("?a", 0), triggers=((_e,),))
+_e = conv(x, w, act="?act", s=(1, 1), p="same")
+axiom("conv-dim-same", "dim(conv(x, w), i) = dim(x, i)  (i = 2, 3: same pads, stride 1)",
+      dim(_e, "?i"), dim(x, "?i"), ok(_e), ge("?i", 2), ge(3, "?i"),
+      triggers=((dim(_e, "?i"),), (_e, dim(x, "?i"))))
+for _name, _e in (("maxpool", app("maxpool2d", x, kernel="?k", strides=(1, 1), pads="same")),
+                  ("avgpool", avgpool(x, strides=(1, 1), pads="same"))):
+    axiom(f"{_name}-dim-same", f"dim({_name}(x), i) = dim(x, i)  (i = 2, 3: same pads, stride 1)",
+          dim(_e, "?i"), dim(x, "?i"), ok(_e), ge("?i", 2), ge(3, "?i"),
+          triggers=((dim(_e, "?i"),), (_e, dim(x, "?i"))))
