@@ -126,6 +126,10 @@ FALSE += [
            ewadd(_ones("?d0", "?d1"), _ones("?d0", "?d1")),
            ok(matmul(_ones("?d0", 3), _ones(3, "?d1")))),
     _false("relu-smul-any", relu(smul(x, s)), smul(x, relu(s)), ranks={"s": 0}),
+    _false("iconv-diagonal-conv-enlarged-unmasked",
+           conv(enlarge(ewmul(x, _I), ("?kh", "?kw")), w, g=1, **SAME),
+           enlarge(ewmul(ewmul(x, w), _I), ("?kh", "?kw")),
+           ok(conv(enlarge(ewmul(x, _I), ("?kh", "?kw")), w, g=1, **SAME)), ranks=NCHW),
     _false("iconv-diagonal-conv-unmasked", conv(ewmul(_I, x), w, g=1, **SAME),
            ewmul(_I, ewmul(x, w)), ok(conv(ewmul(_I, x), w, g=1, **SAME)), ranks=NCHW),
 ]

@@ -165,6 +165,12 @@ _r = ewmul(x, enlarge(ewmul(w, _Iw), ("?KH", "?KW")))
 axiom("iconv-data-mask", "I * conv(x * I, w) = x * enlarge(w * I_w)  (a centred diagonal input: "
       "the diagonal of the output's centre is that of x times w's)", _l, _r, ok(_l), ok(_r),
       *(eq(dim(w, i), f"?d{i}") for i in range(4)), triggers=((_l, _Iw),), ranks=NCHW)
+_Is = app("const_iconv", shape=("?c", "?c", "?kh", "?kw"))
+_l = conv(enlarge(ewmul(x, _Is), ("?KH", "?KW")), ewmul(w, _Is), g=1, **SAME)
+axiom("iconv-diagonal-conv-enlarged", "conv(enlarge(x * I_s), w * I_s) = enlarge(x * w * I_s)  "
+      "(I_s an identity kernel: input and kernel centred diagonals, one product per output "
+      "entry)", _l, enlarge(ewmul(ewmul(x, w), _Is), ("?KH", "?KW")), ok(_l), triggers=((_l,),),
+      ranks=NCHW)
 _avg = dict(kernel=("?KH", "?KW"), strides=(1, 1), pads="same", count_include_pad=1)
 _l = conv(x, avgpool(_Ir, **_avg), g=1, **SAME)
 axiom("conv-avgpool-iconv", "conv(x, avgpool(I)) = avgpool(x)  (I an identity kernel averaged "
