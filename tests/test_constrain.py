@@ -81,3 +81,23 @@ def test_merged_grouped_convolutions_get_tasos_constraint(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([str(src), "--output", str(out), "--constrain", "--resume"])
     assert "--constrain changes rules" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_only_the_rules_named_are_proved_and_constrained(tmp_path, capsys):
+    # a large set's few refuted rules repaired without proving it all again
+    other = Rule.from_json({**_unconstrained("taso-131").to_json(), "id": "gen-other",
+                            "verification": {"status": "unknown", "reason": "left alone"}})
+    src = tmp_path / "gen.json"
+    RuleSet([_unconstrained("taso-130"), other], name="gen").save(src)
+    out = tmp_path / "out.json"
+    assert main([str(src), "--output", str(out), "--constrain", "--only", "gen-test",
+                 "--timeout", "5"]) == 0
+    assert "constrained 1 refuted rules" in capsys.readouterr().err
+    done, kept = load(out).rules
+    assert done.status == "proved" and done.same_dims() == [("x1", 0, "x2", 0)]
+    assert kept.verification == {"status": "unknown", "reason": "left alone"}
+    assert main([str(src), "--output", str(out), "--only", "gen-test,nosuch"]) == 2
+    assert "--only: no rule nosuch" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(src), "--output", str(out), "--only", "gen-test", "--resume"])

@@ -98,20 +98,23 @@ def checkpoints(todo: list, rs: RuleSet, out: Path, on_done=None, every: float =
     return done
 
 
-def constrain(rs: RuleSet, args, workers: int | None) -> int | str:
-    """Replace each refuted rule of `rs` that size constraints make provable
-    by its constrained form (`constrain_refuted`); how many were, or an error."""
+def constrain(rs: RuleSet, args, workers: int | None, only: set[str] | None = None
+              ) -> int | str:
+    """Replace each refuted rule of `rs` (of the ids `only`, where given) that
+    size constraints make provable by its constrained form
+    (`constrain_refuted`); how many were, or an error."""
     from .constrain import constrain_refuted
 
-    refuted = sum(r.status == "refuted" for r in rs.rules)
+    at = [k for k, r in enumerate(rs.rules) if only is None or r.id in only]
+    refuted = sum(rs.rules[k].status == "refuted" for k in at)
     print(f"looking for size constraints for {refuted} refuted rules", file=sys.stderr)
     try:
-        done = constrain_refuted(rs.rules, lambda batch: verify_rules(
+        done = constrain_refuted([rs.rules[k] for k in at], lambda batch: verify_rules(
             batch, args.timeout, workers, executor=args.executor, address=args.address))
     except ExecutorError as e:
         return str(e)
     for k, rule in done.items():
-        rs.rules[k] = rule
+        rs.rules[at[k]] = rule
     return len(done)
 
 
@@ -172,7 +175,13 @@ def _main(argv: list[str] | None, run: Run) -> int:
                     help="for each refuted generated rule, look for size constraints "
                          "(same_dim) under which it is proved, and keep the constrained rule "
                          "in its place (see verifier/constrain.py)")
+    ap.add_argument("--only", default=None, metavar="IDS",
+                    help="prove (and with --constrain, constrain) only the rules of these "
+                         "comma-separated ids; the others keep their records: a few rules "
+                         "of a large set repaired without proving it all again")
     args = ap.parse_args(argv)
+    if args.only is not None and args.resume:
+        ap.error("--only names the rules to prove; --resume finds them itself: use one")
     if args.constrain and args.resume:
         ap.error("--constrain changes rules, which --resume would then not recognise: "
                  "run --resume to the end, then --constrain on its output")
@@ -194,6 +203,14 @@ def _main(argv: list[str] | None, run: Run) -> int:
         run.line = StatusLine()
     workers = args.workers if args.workers or args.executor == "ray" else 2
     todo = list(rs.rules)
+    only = None
+    if args.only is not None:
+        only = {i.strip() for i in args.only.split(",") if i.strip()}
+        unknown = sorted(only - {r.id for r in rs.rules})
+        if not only or unknown:
+            return run.fail(f"--only: no rule {', '.join(unknown[:10]) or '(none named)'} "
+                            f"in {path}")
+        todo = [r for r in rs.rules if r.id in only]
     if args.resume:
         try:
             kept = resumed(rs, load(out) if out.exists() else rs)
@@ -214,7 +231,7 @@ def _main(argv: list[str] | None, run: Run) -> int:
         return run.fail(str(e))
     apply_records(todo, records)
     if args.constrain:
-        n = constrain(rs, args, workers)
+        n = constrain(rs, args, workers, only)
         if isinstance(n, str):
             return run.fail(n)
         print(f"constrained {n} refuted rules: proved under size constraints", file=sys.stderr)
