@@ -101,12 +101,10 @@ def link_label(op: str, attrs: Any) -> str:
 
 
 def head_family(links: Sequence[Link]) -> str | None:
-    """The kind of a unit's head contraction (grouped apart), by whose timed
-    units that are a contraction alone a unit of the same kind is guessed
-    where none of its own label was timed: a search's first guesses of lone
-    convolutions have only the original's units (its convolutions with their
-    normalizations and activations folded) to go by. None where the head is
-    no contraction."""
+    """The kind of a unit's head contraction, grouped convolutions apart (None
+    where the head is no contraction). A search's first guesses of lone
+    convolutions have only the original's units to go by: its convolutions
+    with their normalizations and activations folded, of other labels."""
     op, attrs, _ = links[0]
     if op == "opaque" or not get_op(op).contraction:
         return None
@@ -507,31 +505,31 @@ class MeasuredCostModel(CostModel):
 
     # ---- guesses, batches and decisions --------------------------------------------------
     def _guess(self, key: Any, what: tuple) -> float:
-        """A price for a unit not yet timed: its roofline estimate (analytic.py,
-        without launch or saturation terms: the work alone) times the measured
-        over estimated cost of the timed units of the same operators nearest to
-        it in estimate (their median; of the units of the same head contraction
-        where none of its own were timed, else of any operators). Small
-        products' roofline ratios differ 20x from large ones', so the nearest,
-        not a mean."""
-        label, ests = self._estimates(what)
-        same = self._heads.get(head_work(unit_links(what)))
-        if same:  # the same contraction, timed with another epilogue (or none)
+        """A price for a unit not yet timed. A contraction that was timed as a
+        unit of its own (`head_work`) costs what it was timed at. Otherwise its
+        roofline estimate (analytic.py, without launch or saturation terms: the
+        work alone) times the median measured-over-estimated ratio of the timed
+        units nearest to it in estimate: of its own operators, else of the
+        contractions of its head's kind timed alone (`head_family`), else of
+        any. Small products' roofline ratios differ 20x from large ones', so
+        the nearest, not a mean."""
+        links = unit_links(what)
+        same = self._heads.get(head_work(links))
+        if same:
             ms = sorted(same)[len(same) // 2]
-            self._guessed[key] = what
-            self._memo[key] = ms
-            return ms
-        est, known = sum(ests), self._ratios.get(label)
-        if not known and ests and (known := self._ratios.get(head_family(unit_links(what)))):
-            est = ests[0]  # the family's ratios are of its heads' estimates
-        known = known or [p for ps in self._ratios.values() for p in ps]
-        if known and est > 0:
-            # The median of the nearest few: units of one estimate (ResNeXt-50's
-            # 1x1 convolutions of equal work) ran at ratios 30% apart.
-            near = sorted(known, key=lambda p: abs(math.log(p[0] / est)))[:NEAREST]
-            ms = est * sorted(r for _, r in near)[len(near) // 2]
         else:
-            ms = sum(ests)
+            label, ests = self._estimates(what)
+            est, known = sum(ests), self._ratios.get(label)
+            if not known and (known := self._ratios.get(head_family(links))):
+                est = ests[0]  # the family's ratios are of its heads' estimates
+            known = known or [p for ps in self._ratios.values() for p in ps]
+            if known and est > 0:
+                # The median of the nearest few: units of one estimate (ResNeXt-50's
+                # 1x1 convolutions of equal work) ran at ratios 30% apart.
+                near = sorted(known, key=lambda p: abs(math.log(p[0] / est)))[:NEAREST]
+                ms = est * sorted(r for _, r in near)[len(near) // 2]
+            else:
+                ms = sum(ests)
         self._guessed[key] = what
         self._memo[key] = ms
         return ms
