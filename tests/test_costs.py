@@ -400,6 +400,30 @@ def test_a_lone_contraction_the_search_met_in_a_unit_is_priced_as_that_unit():
     m.end_search(None)
 
 
+def test_a_pass_times_the_chains_of_its_pieces_in_one_batch():
+    def chain(channels: int):  # a conv and its relu: one chain, a key each size
+        g = taso.new_graph()
+        x = g.new_input((1, channels, 8, 8))
+        g.mark_output(g.relu(g.conv2d(x, g.new_weight((channels, channels, 3, 3)),
+                                      padding="same")))
+        return g
+    m = CountingDevice(False)
+    m.fuses = True
+    m.begin_search(chain(4))
+    batches, measure = [], m._measure
+
+    def counted(units, beside=None):
+        batches.append(len(units))
+        measure(units, beside)
+    m._measure = counted
+    m.time_ahead([chain(8), chain(16), chain(8)])
+    assert batches == [2]  # both new chains, once each, in one batch
+    timed = len(m.calls)
+    m.graph_cost(chain(8)) + m.graph_cost(chain(16))
+    assert len(m.calls) == timed and batches == [2]  # priced from memory
+    m.end_search(None)
+
+
 class HiddenLoad(CountingDevice):
     """A device slowed `load` times once the original's keys are timed, by a
     load that no reference program shows (it has none): this Intel VM's
