@@ -274,7 +274,8 @@ class Runner:
         found = {k: engine.from_core(results[key]["best"], graphs[k])
                  for k, key in enumerate(keys) if results[key]["applied"]}
         if found and getattr(self.model, "fuses", False):
-            self.model.time_ahead([*found.values(), *(graphs[k] for k in found)])
+            once = {keys[k]: k for k in found}.values()  # a piece's copies price alike
+            self.model.time_ahead([g for k in once for g in (found[k], graphs[k])])
         optimized = []
         traced: dict[tuple, PieceTrace] = {}
         for k, pg in enumerate(graphs):

@@ -108,8 +108,8 @@ def head_family(links: Sequence[Link]) -> str | None:
     op, attrs, _ = links[0]
     if op == "opaque" or not get_op(op).contraction:
         return None
-    return f"head {get_op(op).kind}" + ("/grouped" if link_label(op, attrs).endswith(
-        "/grouped") else "")
+    return f"head {get_op(op).kind}" + ("/grouped" if int(dict(attrs).get("groups", 1)) > 1
+                                        else "")
 
 
 def head_work(links: Sequence[Link]) -> tuple | None:
@@ -432,10 +432,7 @@ class MeasuredCostModel(CostModel):
             else None
         if entry is not None:
             ms = self._carried(key, what, entry)
-        elif self.searching and self.analytic_first and what[0] == "node":
-            # The core's candidates, met by the thousand, are guessed; a fused
-            # chain (priced for the few graphs a pass compares whole) is timed:
-            # what fusion saves is what a guess cannot see.
+        elif self._guessable(what):
             return self._guess(key, what)
         else:
             self._measure([(key, what)])
@@ -504,6 +501,13 @@ class MeasuredCostModel(CostModel):
         return carried
 
     # ---- guesses, batches and decisions --------------------------------------------------
+    def _guessable(self, what: tuple) -> bool:
+        """Whether a unit missing from memory and cache is guessed, not timed:
+        in a search, the core's candidates, met by the thousand, are; a fused
+        chain (priced for the few graphs a pass compares whole) is timed: what
+        fusion saves is what a guess cannot see."""
+        return self.searching and self.analytic_first and what[0] == "node"
+
     def _guess(self, key: Any, what: tuple) -> float:
         """A price for a unit not yet timed. A contraction that was timed as a
         unit of its own (`head_work`) costs what it was timed at. Otherwise its
@@ -668,8 +672,8 @@ class MeasuredCostModel(CostModel):
                 if unit is None or unit[0] in pending or unit[0] in self._memo:
                     continue
                 key, what = unit
-                if self.searching and self.analytic_first and what[0] == "node":
-                    continue  # guessed when priced
+                if self._guessable(what):
+                    continue
                 if self.cache is None or self.cache.entry(self.name, self.device, key) is None:
                     pending[key] = what
         self._measure(list(pending.items()))

@@ -164,20 +164,24 @@ def chain_graph(links: Sequence[Link], copies: int = 1) -> Graph:
     rng = np.random.default_rng(0)
     shared: dict[tuple[int, int], Any] = {}
     drawn: dict[tuple[int, int], np.ndarray] = {}
+    fixed: dict[tuple[int, int], np.ndarray] = {}
     for k, (_, _, ins) in enumerate(links):
         for i, (kind, shape, dtype) in enumerate(ins):
             if kind == "x":
                 shared[(k, i)] = g.new_input(shape, dtype=dtype)
-            elif link_source(kind, k) is None:
-                drawn[(k, i)] = const_data(kind, shape, dtype, rng)
+            elif link_source(kind, k) is None:  # a constant; a kind that says its value
+                # (a scalar, an index) is the same in every copy
+                given = const_value(kind) is not None or kind_value(kind) is not None
+                (fixed if given else drawn)[(k, i)] = const_data(kind, shape, dtype, rng)
 
     def weight(c: int, k: int, i: int) -> np.ndarray:
         # Drawing each copy's weights took ResNet-50's first run 0.5 s: copies
         # copy one draw, each made unlike the others in its first element, lest
         # onnxruntime share equal constants and merge the copies.
+        if (k, i) in fixed:
+            return fixed[(k, i)]
         data = drawn[(k, i)]
-        if copies == 1 or const_value(links[k][2][i][0]) is not None or data.size == 0 \
-                or kind_value(links[k][2][i][0]) is not None:
+        if copies == 1 or data.size == 0:
             return data
         data = data.copy()
         data.flat[0] = 0.5 + 0.5 * c / copies
